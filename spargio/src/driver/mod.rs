@@ -1,0 +1,180 @@
+//! The per-shard io_uring driver.
+//!
+//! A [`Driver`] owns one shard's ring and lives on that shard's thread (the
+//! ring is created there, as `SINGLE_ISSUER` requires). It is the only code
+//! that pushes SQEs ([`ring::Ring::push`]) and reaps CQEs.
+//!
+//! Internal completions it handles itself:
+//!
+//! * `Doorbell`: another shard rang us; the CQE's arrival already woke us.
+//! * `DoorbellSend`: a doorbell we sent failed (success is skipped). The
+//!   target is recorded so the worker can ring it through its eventfd
+//!   instead: a wake is never dropped.
+//! * `EventfdRead`: an outside thread rang us; the read is re-armed.
+//!
+//! Kernel-visible memory: the only buffer the kernel writes here is the
+//! 8-byte eventfd read target. It is boxed and owned by the driver, and
+//! [`Driver::quiesce`] completes the armed read (by ringing our own eventfd)
+//! and reaps it when the driver is dropped, before the buffer is freed.
+
+mod ring;
+mod user_data;
+mod wake;
+
+pub(crate) use ring::{Ring, RingConfig};
+pub(crate) use wake::{doorbell_entry, Eventfd, Notify, WakeState};
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use io_uring::{opcode, types};
+
+use crate::task::ShardId;
+use user_data::{Tag, UserData};
+
+/// One shard's ring plus the internal operations kept on it.
+pub(crate) struct Driver {
+    ring: Ring,
+    eventfd: RawFd,
+    eventfd_buf: Box<u64>,
+    eventfd_armed: bool,
+    /// Doorbells whose `MSG_RING` failed; to be rung by eventfd instead.
+    failed_doorbells: Vec<ShardId>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("ring_fd", &self.ring.fd())
+            .field("eventfd_armed", &self.eventfd_armed)
+            .finish()
+    }
+}
+
+impl Driver {
+    /// Wraps a freshly created ring and arms the eventfd read.
+    /// `eventfd` must outlive the driver.
+    pub(crate) fn new(ring: Ring, eventfd: RawFd) -> io::Result<Driver> {
+        let mut driver = Driver {
+            ring,
+            eventfd,
+            eventfd_buf: Box::new(0),
+            eventfd_armed: false,
+            failed_doorbells: Vec::new(),
+        };
+        driver.arm_eventfd()?;
+        driver.ring.submit()?;
+        Ok(driver)
+    }
+
+    fn arm_eventfd(&mut self) -> io::Result<()> {
+        let buf: *mut u64 = &mut *self.eventfd_buf;
+        let entry = opcode::Read::new(types::Fd(self.eventfd), buf.cast(), 8)
+            .build()
+            .user_data(UserData::new(Tag::EventfdRead, 0).raw());
+        // SAFETY: the 8-byte target is a heap allocation owned by this driver
+        // and is only freed after `quiesce` has reaped this read's CQE (or
+        // after the ring is gone, when the kernel holds no requests).
+        unsafe { self.ring.push(&entry)? };
+        self.eventfd_armed = true;
+        Ok(())
+    }
+
+    /// Queues a `MSG_RING` doorbell to `target`. Submitted by the next
+    /// [`Driver::submit`].
+    pub(crate) fn push_doorbell(&mut self, target_fd: RawFd, target: ShardId) -> io::Result<()> {
+        let entry = doorbell_entry(target_fd, target);
+        // SAFETY: MSG_RING data carries no pointers; nothing to keep alive.
+        unsafe { self.ring.push(&entry) }
+    }
+
+    /// Hands queued SQEs to the kernel and runs deferred task work.
+    pub(crate) fn submit(&mut self) -> io::Result<()> {
+        self.ring.submit().map(drop)
+    }
+
+    pub(crate) fn has_unsubmitted(&mut self) -> bool {
+        self.ring.unsubmitted() > 0
+    }
+
+    /// Non-blocking: enters the kernel only when that makes progress, then
+    /// reaps. Returns the number of CQEs reaped.
+    pub(crate) fn poll(&mut self) -> io::Result<usize> {
+        if self.ring.needs_enter() {
+            self.ring.submit()?;
+        }
+        self.reap()
+    }
+
+    /// True when a CQE (a doorbell, a completion) is waiting to be reaped.
+    pub(crate) fn has_completions(&mut self) -> bool {
+        self.ring.has_completions()
+    }
+
+    /// Blocks in the kernel until a CQE arrives or `timeout` passes, then
+    /// reaps. Returns the number of CQEs reaped.
+    pub(crate) fn park(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        self.ring.wait(timeout)?;
+        self.reap()
+    }
+
+    fn reap(&mut self) -> io::Result<usize> {
+        let mut rearm = false;
+        let failed = &mut self.failed_doorbells;
+        let n = self.ring.reap(|raw, res, _flags| {
+            let ud = UserData::from_raw(raw);
+            match ud.tag() {
+                Some(Tag::Doorbell) => {}
+                Some(Tag::DoorbellSend) => {
+                    if res < 0 {
+                        failed.push(ud.payload() as ShardId);
+                    }
+                }
+                Some(Tag::EventfdRead) => rearm = true,
+                None => debug_assert!(false, "CQE with unknown user_data {raw:#x}"),
+            }
+        });
+        if rearm {
+            self.eventfd_armed = false;
+            self.arm_eventfd()?;
+        }
+        Ok(n)
+    }
+
+    /// Takes the targets whose doorbell `MSG_RING` failed.
+    pub(crate) fn take_failed_doorbells(&mut self, out: &mut Vec<ShardId>) {
+        out.append(&mut self.failed_doorbells);
+    }
+
+    /// Completes and reaps every internal operation so that no kernel-visible
+    /// memory is in use: rings our own eventfd to finish the armed read, and
+    /// waits for its CQE without re-arming.
+    fn quiesce(&mut self) -> io::Result<()> {
+        while self.eventfd_armed {
+            wake::ring_eventfd(self.eventfd);
+            self.ring.wait(Some(Duration::from_millis(10)))?;
+            let mut done = false;
+            self.ring.reap(|raw, _res, _flags| {
+                if UserData::from_raw(raw).tag() == Some(Tag::EventfdRead) {
+                    done = true;
+                }
+            });
+            if done {
+                self.eventfd_armed = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if self.quiesce().is_err() {
+            // The ring refused to wait: we cannot prove the kernel is done
+            // with the read target, so it is leaked (8 bytes) rather than
+            // freed under the kernel.
+            std::mem::forget(std::mem::take(&mut self.eventfd_buf));
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! Ring setup, feature probing, and the one place SQEs are pushed.
+//!
+//! Setup asks for everything the configuration allows
+//! (`SINGLE_ISSUER | DEFER_TASKRUN | COOP_TASKRUN | TASKRUN_FLAG`, or SQPOLL)
+//! and, when the kernel answers `EINVAL`, drops one optional flag at a time
+//! until it accepts. What was obtained is recorded in [`RingFeatures`].
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use io_uring::{opcode, squeue, types, IoUring, Probe};
+
+use crate::error::RuntimeError;
+use crate::stats::RingFeatures;
+
+/// `IORING_ENTER_GETEVENTS` (uapi `io_uring.h`): run deferred task work and
+/// flush overflowed completions while entering.
+const ENTER_GETEVENTS: u32 = 1;
+
+/// What the runtime asks of each ring.
+#[derive(Clone, Debug)]
+pub(crate) struct RingConfig {
+    pub(crate) entries: u32,
+    pub(crate) sqpoll_idle_ms: Option<u32>,
+    pub(crate) sqpoll_cpu: Option<u32>,
+    pub(crate) single_issuer: bool,
+    pub(crate) coop_taskrun: bool,
+    pub(crate) defer_taskrun: bool,
+}
+
+/// The optional setup flags, in the order they are given up on `EINVAL`.
+#[derive(Clone, Copy, Debug)]
+struct Wanted {
+    defer_taskrun: bool,
+    taskrun_flag: bool,
+    coop_taskrun: bool,
+    single_issuer: bool,
+    sqpoll: bool,
+}
+
+impl Wanted {
+    /// Drops the most demanding flag still set; `false` when none is left.
+    fn relax(&mut self) -> bool {
+        for flag in [
+            &mut self.defer_taskrun,
+            &mut self.taskrun_flag,
+            &mut self.coop_taskrun,
+            &mut self.single_issuer,
+            &mut self.sqpoll,
+        ] {
+            if *flag {
+                *flag = false;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// One shard's io_uring instance.
+pub(crate) struct Ring {
+    uring: IoUring,
+    features: RingFeatures,
+}
+
+impl Ring {
+    /// Creates the ring on the calling thread (`SINGLE_ISSUER` binds the ring
+    /// to its creator), falling back flag by flag.
+    pub(crate) fn new(config: &RingConfig) -> Result<Ring, RuntimeError> {
+        let mut wanted = Wanted {
+            // DEFER_TASKRUN needs SINGLE_ISSUER and excludes SQPOLL.
+            defer_taskrun: config.defer_taskrun
+                && config.single_issuer
+                && config.sqpoll_idle_ms.is_none(),
+            taskrun_flag: config.coop_taskrun || config.defer_taskrun,
+            coop_taskrun: config.coop_taskrun,
+            single_issuer: config.single_issuer,
+            sqpoll: config.sqpoll_idle_ms.is_some(),
+        };
+        let uring = loop {
+            match build(config, wanted) {
+                Ok(uring) => break uring,
+                Err(err) if err.raw_os_error() == Some(libc::EINVAL) && wanted.relax() => {}
+                Err(err) => return Err(classify(err, config.entries)),
+            }
+        };
+        let params = uring.params();
+        if !params.is_feature_ext_arg() {
+            return Err(RuntimeError::IoUringUnavailable {
+                reason: "the kernel lacks IORING_FEAT_EXT_ARG (Linux 5.11+ is required)".into(),
+                source: io::Error::from_raw_os_error(libc::ENOSYS),
+            });
+        }
+        let mut probe = Probe::new();
+        let msg_ring = uring.submitter().register_probe(&mut probe).is_ok()
+            && probe.is_supported(opcode::MsgRingData::CODE);
+        let features = RingFeatures {
+            sq_entries: params.sq_entries(),
+            cq_entries: params.cq_entries(),
+            single_issuer: wanted.single_issuer,
+            coop_taskrun: wanted.coop_taskrun,
+            defer_taskrun: wanted.defer_taskrun,
+            taskrun_flag: wanted.taskrun_flag,
+            sqpoll: wanted.sqpoll,
+            msg_ring,
+            nodrop: params.is_feature_nodrop(),
+            skip_cqe_on_success: params.is_feature_skip_cqe_on_success(),
+        };
+        Ok(Ring { uring, features })
+    }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.uring.as_raw_fd()
+    }
+
+    pub(crate) fn features(&self) -> RingFeatures {
+        self.features
+    }
+
+    /// Queues one SQE, submitting first when the SQ is full.
+    ///
+    /// # Safety
+    ///
+    /// Every address the entry hands the kernel (buffers, iovecs, paths,
+    /// sockaddrs) must stay valid, and must not be accessed in a way that
+    /// conflicts with the kernel's use, until the entry's final CQE is reaped.
+    pub(crate) unsafe fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
+        for _ in 0..2 {
+            // SAFETY: the caller upholds the lifetime contract of every address
+            // in `entry` (this function's own contract).
+            if unsafe { self.uring.submission().push(entry) }.is_ok() {
+                return Ok(());
+            }
+            self.submit()?;
+        }
+        // The SQ stayed full: the kernel refused to take entries (CQ overflow
+        // backlog). The caller reaps and tries again.
+        Err(io::Error::from(io::ErrorKind::WouldBlock))
+    }
+
+    /// Number of SQEs queued but not yet handed to the kernel.
+    pub(crate) fn unsubmitted(&mut self) -> usize {
+        self.uring.submission().len()
+    }
+
+    /// True when entering the kernel without waiting would make progress:
+    /// queued SQEs, deferred task work, or overflowed completions.
+    pub(crate) fn needs_enter(&mut self) -> bool {
+        let defer_blind = self.features.defer_taskrun && !self.features.taskrun_flag;
+        let sq = self.uring.submission();
+        !sq.is_empty() || sq.taskrun() || sq.cq_overflow() || defer_blind
+    }
+
+    /// Hands queued SQEs to the kernel and, in the same call, runs deferred
+    /// task work and flushes overflowed CQEs. Never blocks.
+    pub(crate) fn submit(&mut self) -> io::Result<usize> {
+        let to_submit = self.unsubmitted() as u32;
+        loop {
+            // SAFETY: a plain io_uring_enter on our own ring with no argument
+            // struct; GETEVENTS with min_complete = 0 does not block.
+            let res = unsafe {
+                self.uring
+                    .submitter()
+                    .enter::<libc::sigset_t>(to_submit, 0, ENTER_GETEVENTS, None)
+            };
+            match res {
+                Ok(n) => return Ok(n),
+                Err(err) => match err.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    // CQ overflow backlog or no memory for requests right now:
+                    // the caller reaps, then submits again.
+                    Some(libc::EBUSY) | Some(libc::EAGAIN) => return Ok(0),
+                    _ => return Err(err),
+                },
+            }
+        }
+    }
+
+    /// Submits and blocks until at least one CQE is ready or `timeout`
+    /// passes. Interrupts and timeouts are not errors.
+    pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        let res = match timeout {
+            Some(timeout) => {
+                let ts = types::Timespec::from(timeout);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.uring.submitter().submit_with_args(1, &args)
+            }
+            None => self.uring.submitter().submit_and_wait(1),
+        };
+        match res {
+            Ok(_) => Ok(()),
+            Err(err) => match err.raw_os_error() {
+                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN) => {
+                    Ok(())
+                }
+                _ => Err(err),
+            },
+        }
+    }
+
+    /// Hands every ready CQE to `f` as `(user_data, result, flags)`.
+    pub(crate) fn reap(&mut self, mut f: impl FnMut(u64, i32, u32)) -> usize {
+        let mut n = 0;
+        for cqe in self.uring.completion() {
+            f(cqe.user_data(), cqe.result(), cqe.flags());
+            n += 1;
+        }
+        n
+    }
+
+    /// True when at least one CQE is ready to reap.
+    pub(crate) fn has_completions(&mut self) -> bool {
+        !self.uring.completion().is_empty()
+    }
+}
+
+fn build(config: &RingConfig, wanted: Wanted) -> io::Result<IoUring> {
+    let mut builder = IoUring::builder();
+    builder.setup_clamp();
+    if wanted.sqpoll {
+        builder.setup_sqpoll(config.sqpoll_idle_ms.unwrap_or(0));
+        if let Some(cpu) = config.sqpoll_cpu {
+            builder.setup_sqpoll_cpu(cpu);
+        }
+    }
+    if wanted.single_issuer {
+        builder.setup_single_issuer();
+    }
+    if wanted.coop_taskrun {
+        builder.setup_coop_taskrun();
+    }
+    if wanted.taskrun_flag {
+        builder.setup_taskrun_flag();
+    }
+    if wanted.defer_taskrun {
+        builder.setup_defer_taskrun();
+    }
+    builder.build(config.entries)
+}
+
+/// Names the cause of a ring creation failure in one line.
+fn classify(err: io::Error, entries: u32) -> RuntimeError {
+    let reason = match err.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            "io_uring is not permitted here (kernel.io_uring_disabled sysctl, a seccomp \
+             policy or a container profile blocks io_uring_setup)"
+                .to_string()
+        }
+        Some(libc::ENOSYS) => {
+            "the kernel has no io_uring support (io_uring_setup is ENOSYS)".into()
+        }
+        Some(libc::ENOMEM) => format!(
+            "not enough locked memory for a ring of {entries} entries (raise RLIMIT_MEMLOCK \
+             or lower ring_entries)"
+        ),
+        Some(libc::EMFILE) | Some(libc::ENFILE) => "out of file descriptors for the ring".into(),
+        Some(libc::EINVAL) => format!("the kernel rejected a ring of {entries} entries"),
+        _ => format!("io_uring_setup failed: {err}"),
+    };
+    RuntimeError::IoUringUnavailable {
+        reason,
+        source: err,
+    }
+}

@@ -1,0 +1,74 @@
+//! # spargio
+//!
+//! A work-stealing async runtime on Linux io_uring: **thread-per-core rings,
+//! but tasks that can move.**
+//!
+//! Every worker thread (a *shard*) owns one io_uring ring. Shards wake each
+//! other with `IORING_OP_MSG_RING` doorbells posted straight into the
+//! target's completion queue, and only when the target is actually asleep.
+//! Tasks are either *pinned* (they stay on one shard and may be `!Send`) or
+//! *stealable* (steered at submission time to the least-loaded shard, and
+//! stolen by idle shards). An idle runtime spins for a few microseconds,
+//! then blocks in the kernel: it costs no CPU.
+//!
+//! ```
+//! use spargio::{Event, Runtime, ShardCtx};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let rt = Runtime::builder().shards(2).build()?;
+//! let handle = rt.handle();
+//!
+//! // Stealable fan-out: the branches spread over the shards.
+//! let branches: Vec<_> = (0..8u64)
+//!     .map(|i| handle.spawn_stealable(async move { i * i }))
+//!     .collect::<Result<_, _>>()?;
+//! let mut total = 0;
+//! for branch in branches {
+//!     total += spargio::block_on(branch)?;
+//! }
+//! assert_eq!(total, 140);
+//!
+//! // Messages between shards: shard 1 echoes one message back to shard 0.
+//! handle.spawn_pinned(1, async {
+//!     let ctx = ShardCtx::current().unwrap();
+//!     if let Event::RingMsg { from, tag, val } = ctx.next_event().await {
+//!         ctx.send_raw(from, tag, val + 1).await.unwrap();
+//!     }
+//! })?;
+//! let reply = handle.spawn_pinned(0, async {
+//!     let ctx = ShardCtx::current().unwrap();
+//!     ctx.send_raw(1, 1, 41).await.unwrap();
+//!     ctx.next_event().await
+//! })?;
+//! assert_eq!(spargio::block_on(reply)?, Event::RingMsg { from: 1, tag: 1, val: 42 });
+//! # Ok(()) }
+//! ```
+//!
+//! See `DESIGN.md`-level notes in each module's header for how the parts
+//! work: `scheduler` (shard loop, stealing), `driver` (rings, parking),
+//! `messaging` (mailboxes and doorbells), `task` (spawning, join handles).
+
+#![warn(
+    missing_docs,
+    unreachable_pub,
+    missing_debug_implementations,
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks
+)]
+
+#[cfg(not(target_os = "linux"))]
+compile_error!("spargio runs on Linux only: it is built on io_uring");
+
+mod driver;
+mod error;
+mod messaging;
+mod runtime;
+mod scheduler;
+mod stats;
+mod task;
+
+pub use error::{RuntimeError, SendError};
+pub use messaging::{Event, NextEvent, RemoteShard, RingMsg, SendTicket, ShardCtx};
+pub use runtime::{block_on, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle};
+pub use stats::{CounterTotals, RingFeatures, RuntimeStats, ShardStats};
+pub use task::{JoinError, JoinHandle, ShardId, TaskPlacement};

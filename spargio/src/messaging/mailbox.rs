@@ -1,0 +1,272 @@
+//! Bounded single-producer single-consumer queues, one per (source, target)
+//! shard pair.
+//!
+//! The producer is always the source shard's thread and the consumer the
+//! target shard's thread, so a plain SPSC ring suffices: no CAS, one
+//! release store per batch on each side. Each side caches nothing it does
+//! not own; indices grow without bound and wrap with the mask.
+//!
+//! Ordering: the producer writes slots, then stores `tail` with Release;
+//! the consumer loads `tail` with Acquire before reading slots (so it sees
+//! the writes), reads, then stores `head` with Release; the producer loads
+//! `head` with Acquire before reusing a slot (so the read happened first).
+//!
+//! Rings are allocated on first use, so an n-shard runtime pays only for
+//! pairs that actually talk.
+
+use std::sync::OnceLock;
+
+#[cfg(loom)]
+use loom::cell::UnsafeCell;
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicUsize, Ordering};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crossbeam_utils::CachePadded;
+
+use crate::task::ShardId;
+
+/// `UnsafeCell` with loom's closure API, so one body serves both builds.
+#[cfg(not(loom))]
+#[derive(Debug)]
+struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    fn new(value: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+    fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+    fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// The queue is full; nothing was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Full;
+
+#[derive(Debug)]
+pub(crate) struct Spsc {
+    head: CachePadded<AtomicUsize>,
+    tail: CachePadded<AtomicUsize>,
+    slots: Box<[UnsafeCell<u64>]>,
+    mask: usize,
+}
+
+// SAFETY: slots are only written by the single producer before publishing
+// them through `tail` and only read by the single consumer after observing
+// `tail` (Release/Acquire), and reused only after `head` says they were read.
+unsafe impl Sync for Spsc {}
+// SAFETY: the queue owns plain `u64`s.
+unsafe impl Send for Spsc {}
+
+impl Spsc {
+    pub(crate) fn new(capacity: usize) -> Spsc {
+        let cap = capacity.max(1).next_power_of_two();
+        Spsc {
+            head: CachePadded::new(AtomicUsize::new(0)),
+            tail: CachePadded::new(AtomicUsize::new(0)),
+            slots: (0..cap).map(|_| UnsafeCell::new(0)).collect(),
+            mask: cap - 1,
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Appends all of `values` or none.
+    ///
+    /// # Safety
+    ///
+    /// Only one thread at a time may call the producer methods.
+    pub(crate) unsafe fn push_all(&self, values: &[u64]) -> Result<(), Full> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        // Acquire pairs with the consumer's Release store of `head`.
+        let head = self.head.load(Ordering::Acquire);
+        if self.capacity() - tail.wrapping_sub(head) < values.len() {
+            return Err(Full);
+        }
+        for (i, &v) in values.iter().enumerate() {
+            let slot = &self.slots[tail.wrapping_add(i) & self.mask];
+            // SAFETY: the slot lies in the free region [tail, head + cap),
+            // which the consumer does not read until `tail` is published.
+            slot.with_mut(|p| unsafe { *p = v });
+        }
+        // Release pairs with the consumer's Acquire load of `tail`.
+        self.tail
+            .store(tail.wrapping_add(values.len()), Ordering::Release);
+        Ok(())
+    }
+
+    /// Takes the oldest value.
+    ///
+    /// # Safety
+    ///
+    /// Only one thread at a time may call the consumer methods.
+    pub(crate) unsafe fn pop(&self) -> Option<u64> {
+        let head = self.head.load(Ordering::Relaxed);
+        // Acquire pairs with the producer's Release store of `tail`.
+        let tail = self.tail.load(Ordering::Acquire);
+        if head == tail {
+            return None;
+        }
+        let slot = &self.slots[head & self.mask];
+        // SAFETY: the slot lies in the published region [head, tail), which
+        // the producer does not touch until `head` moves past it.
+        let v = slot.with(|p| unsafe { *p });
+        // Release pairs with the producer's Acquire load of `head`.
+        self.head.store(head.wrapping_add(1), Ordering::Release);
+        Some(v)
+    }
+
+    /// Messages queued (exact from either end, a hint from elsewhere).
+    pub(crate) fn len(&self) -> usize {
+        let tail = self.tail.load(Ordering::Acquire);
+        let head = self.head.load(Ordering::Acquire);
+        tail.wrapping_sub(head)
+    }
+}
+
+/// Packs a message into one slot.
+pub(crate) fn pack(tag: u16, val: u32) -> u64 {
+    (u64::from(tag) << 32) | u64::from(val)
+}
+
+/// Unpacks a slot.
+pub(crate) fn unpack(word: u64) -> (u16, u32) {
+    ((word >> 32) as u16, word as u32)
+}
+
+/// The n x n matrix of mailboxes, indexed `[source * n + target]`.
+#[derive(Debug)]
+pub(crate) struct Mailboxes {
+    n: usize,
+    capacity: usize,
+    boxes: Box<[OnceLock<Spsc>]>,
+}
+
+impl Mailboxes {
+    pub(crate) fn new(n: usize, capacity: usize) -> Mailboxes {
+        Mailboxes {
+            n,
+            capacity,
+            boxes: (0..n * n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The mailbox from `source` to `target`, allocating it on first use.
+    pub(crate) fn get_or_create(&self, source: ShardId, target: ShardId) -> &Spsc {
+        self.boxes[source * self.n + target].get_or_init(|| Spsc::new(self.capacity))
+    }
+
+    /// The mailbox from `source` to `target` if anyone ever sent on it.
+    pub(crate) fn get(&self, source: ShardId, target: ShardId) -> Option<&Spsc> {
+        self.boxes[source * self.n + target].get()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifo_and_capacity() {
+        let q = Spsc::new(3);
+        assert_eq!(q.capacity(), 4);
+        // SAFETY: single-threaded test: one producer, one consumer.
+        unsafe {
+            q.push_all(&[1, 2, 3]).unwrap();
+            assert_eq!(q.push_all(&[4, 5]), Err(Full));
+            q.push_all(&[4]).unwrap();
+            assert_eq!(q.push_all(&[5]), Err(Full));
+            assert_eq!(q.len(), 4);
+            for want in 1..=4 {
+                assert_eq!(q.pop(), Some(want));
+            }
+            assert_eq!(q.pop(), None);
+            // Wrap around many times.
+            for i in 0..1000u64 {
+                q.push_all(&[i, i + 1]).unwrap();
+                assert_eq!(q.pop(), Some(i));
+                assert_eq!(q.pop(), Some(i + 1));
+            }
+        }
+    }
+
+    #[test]
+    fn pack_round_trip() {
+        assert_eq!(unpack(pack(0xBEEF, 0xDEAD_BEEF)), (0xBEEF, 0xDEAD_BEEF));
+    }
+
+    #[test]
+    fn threaded_order_is_kept() {
+        let q = std::sync::Arc::new(Spsc::new(64));
+        let producer = {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while i < 100_000 {
+                    // SAFETY: this thread is the only producer.
+                    if unsafe { q.push_all(&[i]) }.is_ok() {
+                        i += 1;
+                    }
+                }
+            })
+        };
+        let mut want = 0u64;
+        while want < 100_000 {
+            // SAFETY: this thread is the only consumer.
+            if let Some(v) = unsafe { q.pop() } {
+                assert_eq!(v, want);
+                want += 1;
+            }
+        }
+        producer.join().unwrap();
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    #[test]
+    fn spsc_never_loses_or_reorders() {
+        loom::model(|| {
+            let q = Arc::new(Spsc::new(2));
+            let producer = {
+                let q = q.clone();
+                loom::thread::spawn(move || {
+                    let mut sent = 0;
+                    for v in 1..=3u64 {
+                        // SAFETY: only producer.
+                        if unsafe { q.push_all(&[v]) }.is_ok() {
+                            sent += 1;
+                        } else {
+                            break;
+                        }
+                    }
+                    sent
+                })
+            };
+            let mut got = Vec::new();
+            for _ in 0..3 {
+                // SAFETY: only consumer.
+                if let Some(v) = unsafe { q.pop() } {
+                    got.push(v);
+                }
+            }
+            let sent = producer.join().unwrap();
+            // SAFETY: producer finished; this thread is the only consumer.
+            while let Some(v) = unsafe { q.pop() } {
+                got.push(v);
+            }
+            assert_eq!(got, (1..=sent).collect::<Vec<u64>>());
+        });
+    }
+}

@@ -1,0 +1,226 @@
+//! `ShardCtx`: the current shard, seen from a task running on it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use super::{send, Event, RemoteShard, RingMsg, SendTicket};
+use crate::error::{RuntimeError, SendError};
+use crate::runtime::context;
+use crate::scheduler::{Shared, Worker};
+use crate::stats::Counters;
+use crate::task::meta::TaskKind;
+use crate::task::spawn;
+use crate::task::{JoinHandle, ShardId};
+
+/// A handle to the shard the current task runs on.
+///
+/// It may be held across awaits in a pinned task (pinned tasks never move).
+/// Sends work from anywhere. The methods that act on the shard itself,
+/// [`ShardCtx::spawn_local`] and [`ShardCtx::next_event`], must be called on
+/// that shard's thread and panic elsewhere: that is what keeps `!Send`
+/// local tasks on their thread.
+///
+/// ```
+/// use spargio::{Event, ShardCtx};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let rt = spargio::Runtime::builder().shards(2).build()?;
+/// let handle = rt.handle();
+/// // Shard 1 waits for one message and returns it.
+/// let receiver = handle.spawn_pinned(1, async {
+///     ShardCtx::current().expect("on a shard").next_event().await
+/// })?;
+/// // Shard 0 sends it.
+/// handle.spawn_pinned(0, async {
+///     let ctx = ShardCtx::current().unwrap();
+///     ctx.send_raw(1, 7, 42).await.unwrap();
+/// })?;
+/// let event = spargio::block_on(receiver)?;
+/// assert_eq!(event, Event::RingMsg { from: 0, tag: 7, val: 42 });
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct ShardCtx {
+    shared: Arc<Shared>,
+    id: ShardId,
+}
+
+impl std::fmt::Debug for ShardCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardCtx").field("shard", &self.id).finish()
+    }
+}
+
+impl ShardCtx {
+    /// The shard the calling code runs on, or `None` off the runtime.
+    pub fn current() -> Option<ShardCtx> {
+        context::with_worker(|w| {
+            w.map(|w| ShardCtx {
+                shared: w.shared.clone(),
+                id: w.id,
+            })
+        })
+    }
+
+    /// This shard's index.
+    pub fn shard_id(&self) -> ShardId {
+        self.id
+    }
+
+    /// Number of shards in the runtime.
+    pub fn shard_count(&self) -> usize {
+        self.shared.shard_count()
+    }
+
+    /// A handle for sending to `target` (usable from any thread).
+    pub fn remote(&self, target: ShardId) -> RemoteShard {
+        RemoteShard::new(self.shared.clone(), target)
+    }
+
+    /// Runs `fut` on this shard. The future may be `!Send` (hold `Rc`,
+    /// `RefCell`); it never leaves this shard's thread.
+    ///
+    /// # Panics
+    ///
+    /// When called off this shard's thread.
+    pub fn spawn_local<F>(&self, fut: F) -> Result<JoinHandle<F::Output>, RuntimeError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        assert_eq!(
+            context::current_shard(&self.shared),
+            Some(self.id),
+            "ShardCtx::spawn_local called off shard {}",
+            self.id
+        );
+        // SAFETY: the task is pinned to this shard and is created on this
+        // shard's thread (checked above), so it is only ever polled and
+        // dropped here; the handle is as `Send` as the output is
+        // (`JoinHandle<T>: Send` needs `T: Send`).
+        let (runnable, handle) = unsafe {
+            spawn::build_unchecked(&self.shared, TaskKind::Pinned(self.id), self.id, fut)?
+        };
+        Counters::bump_shared(&self.shared.shards[self.id].counters.spawn_local);
+        runnable.schedule();
+        Ok(handle)
+    }
+
+    /// Sends `(tag, val)` to `target`; await the ticket to make sure a
+    /// parked target has been rung.
+    pub fn send_raw(&self, target: ShardId, tag: u16, val: u32) -> SendTicket {
+        SendTicket::new(
+            &self.shared,
+            send::send_all(&self.shared, target, &[(tag, val)]),
+        )
+    }
+
+    /// Sends a typed message.
+    pub fn send<M: RingMsg>(&self, target: ShardId, msg: M) -> SendTicket {
+        let (tag, val) = msg.encode();
+        self.send_raw(target, tag, val)
+    }
+
+    /// Sends without a ticket; the doorbell (if any) goes out when the
+    /// current poll returns.
+    pub fn send_raw_nowait(&self, target: ShardId, tag: u16, val: u32) -> Result<(), SendError> {
+        send::send_all(&self.shared, target, &[(tag, val)])
+    }
+
+    /// Typed [`ShardCtx::send_raw_nowait`].
+    pub fn send_nowait<M: RingMsg>(&self, target: ShardId, msg: M) -> Result<(), SendError> {
+        let (tag, val) = msg.encode();
+        self.send_raw_nowait(target, tag, val)
+    }
+
+    /// Sends all messages or none (`Backpressure` when they do not all
+    /// fit), with at most one doorbell.
+    pub fn send_many_raw_nowait(
+        &self,
+        target: ShardId,
+        msgs: &[(u16, u32)],
+    ) -> Result<(), SendError> {
+        send::send_all(&self.shared, target, msgs)
+    }
+
+    /// Typed [`ShardCtx::send_many_raw_nowait`].
+    pub fn send_many_nowait<M: RingMsg>(
+        &self,
+        target: ShardId,
+        msgs: &[M],
+    ) -> Result<(), SendError> {
+        send_many_typed(&self.shared, target, msgs)
+    }
+
+    /// A barrier: resolves once every doorbell this shard owes for earlier
+    /// sends has been submitted to the kernel.
+    pub fn flush(&self) -> SendTicket {
+        SendTicket::new(&self.shared, Ok(()))
+    }
+
+    /// The next message for this shard.
+    ///
+    /// Panics if polled off this shard's thread.
+    ///
+    /// Messages from one sender arrive in the order sent; senders are
+    /// served round-robin. Several tasks may wait at once; each message
+    /// goes to one of them.
+    pub fn next_event(&self) -> NextEvent<'_> {
+        NextEvent { ctx: self }
+    }
+
+    /// The next message if one is already queued.
+    pub fn try_next_event(&self) -> Option<Event> {
+        self.with_own_worker(|w| w.try_next_event())
+    }
+
+    fn with_own_worker<R>(&self, f: impl FnOnce(&Worker) -> R) -> R {
+        context::with_worker(|w| {
+            let w = w
+                .filter(|w| w.id == self.id && Arc::ptr_eq(&w.shared, &self.shared))
+                .unwrap_or_else(|| panic!("ShardCtx of shard {} used off its shard", self.id));
+            f(w)
+        })
+    }
+}
+
+/// Packs typed messages in stack chunks and sends them all or none.
+pub(crate) fn send_many_typed<M: RingMsg>(
+    shared: &Arc<Shared>,
+    target: ShardId,
+    msgs: &[M],
+) -> Result<(), SendError> {
+    const CHUNK: usize = 64;
+    if msgs.len() <= CHUNK {
+        let mut buf = [(0u16, 0u32); CHUNK];
+        for (slot, msg) in buf.iter_mut().zip(msgs) {
+            *slot = msg.encode();
+        }
+        return send::send_all(shared, target, &buf[..msgs.len()]);
+    }
+    let encoded: Vec<(u16, u32)> = msgs.iter().map(RingMsg::encode).collect();
+    send::send_all(shared, target, &encoded)
+}
+
+/// Future returned by [`ShardCtx::next_event`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct NextEvent<'a> {
+    ctx: &'a ShardCtx,
+}
+
+impl Future for NextEvent<'_> {
+    type Output = Event;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Event> {
+        self.ctx.with_own_worker(|w| match w.try_next_event() {
+            Some(event) => Poll::Ready(event),
+            None => {
+                w.register_event_waiter(cx.waker());
+                Poll::Pending
+            }
+        })
+    }
+}

@@ -1,0 +1,69 @@
+//! Driving a future to completion from a plain thread.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+
+use super::context;
+
+struct ThreadWaker {
+    thread: Thread,
+    notified: AtomicBool,
+}
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // Release pairs with the Acquire swap in `block_on`.
+        if !self.notified.swap(true, Ordering::Release) {
+            self.thread.unpark();
+        }
+    }
+}
+
+/// Blocks the calling thread until `fut` completes, and returns its output.
+///
+/// Use it from a synchronous `main` or a test to wait on a [`JoinHandle`]
+/// or any other future; the future itself is polled on the calling thread.
+///
+/// # Panics
+///
+/// When called on a shard thread: blocking a shard would stall every task
+/// on it. Await the future instead.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let rt = spargio::Runtime::builder().shards(1).build()?;
+/// let task = rt.handle().spawn_pinned(0, async { "done" })?;
+/// assert_eq!(spargio::block_on(task)?, "done");
+/// # Ok(()) }
+/// ```
+///
+/// [`JoinHandle`]: crate::JoinHandle
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    assert!(
+        !context::on_shard(),
+        "spargio::block_on called on a shard thread; await the future instead"
+    );
+    let mut fut = pin!(fut);
+    let parker = Arc::new(ThreadWaker {
+        thread: thread::current(),
+        notified: AtomicBool::new(false),
+    });
+    let waker = Waker::from(parker.clone());
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        while !parker.notified.swap(false, Ordering::Acquire) {
+            thread::park();
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! `RuntimeBuilder` and the validated configuration it produces.
+
+use std::time::Duration;
+
+use super::Runtime;
+use crate::driver::RingConfig;
+use crate::error::RuntimeError;
+
+/// Most shards a runtime may have.
+const MAX_SHARDS: usize = 1024;
+/// Largest ring the kernel accepts (`IORING_MAX_ENTRIES`).
+const MAX_RING_ENTRIES: u32 = 32768;
+/// Largest per-pair message queue.
+const MAX_MSG_QUEUE: usize = 1 << 24;
+
+/// The I/O backend. io_uring is the only one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// Linux io_uring, one ring per shard.
+    #[default]
+    IoUring,
+}
+
+/// Configures and builds a [`Runtime`].
+///
+/// Every knob is checked by [`RuntimeBuilder::build`]: a value the runtime
+/// cannot work with is a [`RuntimeError::InvalidConfig`] naming the knob.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # fn main() -> Result<(), spargio::RuntimeError> {
+/// let rt = spargio::RuntimeBuilder::new()
+///     .shards(2)
+///     .ring_entries(512)
+///     .spin_before_park(Duration::from_micros(20))
+///     .build()?;
+/// assert_eq!(rt.handle().shard_count(), 2);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RuntimeBuilder {
+    backend: BackendKind,
+    shards: Option<usize>,
+    ring_entries: u32,
+    sqpoll_idle_ms: Option<u32>,
+    sqpoll_cpu: Option<u32>,
+    single_issuer: bool,
+    coop_taskrun: bool,
+    defer_taskrun: bool,
+    thread_affinity: bool,
+    thread_name: String,
+    stealable_queue_capacity: Option<usize>,
+    steal_budget: usize,
+    steal_victim_stride: usize,
+    steal_victim_probe_count: usize,
+    steal_batch_size: usize,
+    steal_locality_margin: usize,
+    steal_fail_cost: u32,
+    steal_backoff_min: u32,
+    steal_backoff_max: u32,
+    msg_ring_queue_capacity: usize,
+    spin_before_park: Duration,
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        RuntimeBuilder {
+            backend: BackendKind::IoUring,
+            shards: None,
+            ring_entries: 256,
+            sqpoll_idle_ms: None,
+            sqpoll_cpu: None,
+            single_issuer: true,
+            coop_taskrun: true,
+            defer_taskrun: true,
+            thread_affinity: false,
+            thread_name: "spargio-shard".into(),
+            stealable_queue_capacity: None,
+            steal_budget: 64,
+            steal_victim_stride: 1,
+            steal_victim_probe_count: 2,
+            steal_batch_size: 32,
+            steal_locality_margin: 0,
+            steal_fail_cost: 1,
+            steal_backoff_min: 0,
+            steal_backoff_max: 16,
+            msg_ring_queue_capacity: 4096,
+            spin_before_park: Duration::from_micros(50),
+        }
+    }
+}
+
+impl RuntimeBuilder {
+    /// A builder with the defaults.
+    pub fn new() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// The I/O backend (only [`BackendKind::IoUring`] exists).
+    pub fn backend(mut self, backend: BackendKind) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// Number of shards (a thread and a ring each). Default: the number of
+    /// CPUs this process may run on.
+    pub fn shards(mut self, n: usize) -> Self {
+        self.shards = Some(n);
+        self
+    }
+
+    /// Submission queue size of each ring (1..=32768; the kernel rounds up
+    /// to a power of two). Default 256.
+    pub fn ring_entries(mut self, entries: u32) -> Self {
+        self.ring_entries = entries;
+        self
+    }
+
+    /// Kernel SQ polling with the given idle time in milliseconds; `None`
+    /// (the default) turns it off. Excludes `DEFER_TASKRUN`.
+    pub fn io_uring_sqpoll(mut self, idle_ms: Option<u32>) -> Self {
+        self.sqpoll_idle_ms = idle_ms;
+        self
+    }
+
+    /// Pins the SQ polling kernel thread to a CPU.
+    pub fn io_uring_sqpoll_cpu(mut self, cpu: Option<u32>) -> Self {
+        self.sqpoll_cpu = cpu;
+        self
+    }
+
+    /// `IORING_SETUP_SINGLE_ISSUER` (default on; each ring is only ever
+    /// used by its shard thread).
+    pub fn io_uring_single_issuer(mut self, on: bool) -> Self {
+        self.single_issuer = on;
+        self
+    }
+
+    /// `IORING_SETUP_COOP_TASKRUN` (default on).
+    pub fn io_uring_coop_taskrun(mut self, on: bool) -> Self {
+        self.coop_taskrun = on;
+        self
+    }
+
+    /// `IORING_SETUP_DEFER_TASKRUN` (default on; needs single issuer).
+    pub fn io_uring_defer_taskrun(mut self, on: bool) -> Self {
+        self.defer_taskrun = on;
+        self
+    }
+
+    /// Pins shard `i` to the `i`-th CPU this process may run on (modulo
+    /// their number). Best effort. Default off.
+    pub fn thread_affinity(mut self, on: bool) -> Self {
+        self.thread_affinity = on;
+        self
+    }
+
+    /// Prefix of shard thread names (`<prefix>-<index>`).
+    pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
+        self.thread_name = prefix.into();
+        self
+    }
+
+    /// Admission limit: a stealable spawn whose target shard already holds
+    /// this many queued stealable tasks fails with
+    /// [`RuntimeError::Overloaded`]. Default: no limit (queues grow).
+    pub fn stealable_queue_capacity(mut self, capacity: usize) -> Self {
+        self.stealable_queue_capacity = Some(capacity);
+        self
+    }
+
+    /// Tasks a shard runs per loop pass before it looks at its inbox and
+    /// ring again. Default 64.
+    pub fn steal_budget(mut self, budget: usize) -> Self {
+        self.steal_budget = budget;
+        self
+    }
+
+    /// Step of the victim cursor between steal scans (clamped to
+    /// `1..shards`). Default 1.
+    pub fn steal_victim_stride(mut self, stride: usize) -> Self {
+        self.steal_victim_stride = stride;
+        self
+    }
+
+    /// Victims sampled per scan; the one with the largest backlog is
+    /// robbed (clamped to `1..shards`). Default 2.
+    pub fn steal_victim_probe_count(mut self, probes: usize) -> Self {
+        self.steal_victim_probe_count = probes;
+        self
+    }
+
+    /// Most tasks taken in one steal. Default 32.
+    pub fn steal_batch_size(mut self, batch: usize) -> Self {
+        self.steal_batch_size = batch;
+        self
+    }
+
+    /// Backlog a victim must exceed before it is robbed, and slack a
+    /// preferred shard gets over the least-loaded one at submission.
+    /// Default 0.
+    pub fn steal_locality_margin(mut self, margin: usize) -> Self {
+        self.steal_locality_margin = margin;
+        self
+    }
+
+    /// Penalty (in skipped scans) each fruitless scan adds. Default 1.
+    pub fn steal_fail_cost(mut self, cost: u32) -> Self {
+        self.steal_fail_cost = cost;
+        self
+    }
+
+    /// Lower bound of the steal cooldown, in skipped scans. Default 0.
+    pub fn steal_backoff_min(mut self, scans: u32) -> Self {
+        self.steal_backoff_min = scans;
+        self
+    }
+
+    /// Upper bound of the steal cooldown, in skipped scans. Default 16.
+    pub fn steal_backoff_max(mut self, scans: u32) -> Self {
+        self.steal_backoff_max = scans;
+        self
+    }
+
+    /// Unconsumed messages allowed per (sender, target) pair before sends
+    /// fail with [`SendError::Backpressure`](crate::SendError::Backpressure)
+    /// (rounded up to a power of two). Default 4096.
+    pub fn msg_ring_queue_capacity(mut self, capacity: usize) -> Self {
+        self.msg_ring_queue_capacity = capacity;
+        self
+    }
+
+    /// How long an idle shard keeps polling before it blocks in the kernel.
+    /// Zero parks at once. Default 50 µs: a blocking wake costs several
+    /// microseconds each way, so a short spin keeps back-to-back exchanges
+    /// in user space, and an idle runtime still sleeps within 50 µs.
+    pub fn spin_before_park(mut self, spin: Duration) -> Self {
+        self.spin_before_park = spin;
+        self
+    }
+
+    /// Validates the configuration, creates one ring per shard (on the
+    /// shard's own thread) and starts the shards.
+    pub fn build(self) -> Result<Runtime, RuntimeError> {
+        super::runtime::start(self.validate()?)
+    }
+
+    fn validate(self) -> Result<Config, RuntimeError> {
+        let invalid =
+            |knob: &'static str, reason: String| RuntimeError::InvalidConfig { knob, reason };
+        if self.backend != BackendKind::IoUring {
+            return Err(RuntimeError::UnsupportedBackend);
+        }
+        let shards = match self.shards {
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        if shards == 0 || shards > MAX_SHARDS {
+            return Err(invalid(
+                "shards",
+                format!("{shards} is not in 1..={MAX_SHARDS}"),
+            ));
+        }
+        if self.ring_entries == 0 || self.ring_entries > MAX_RING_ENTRIES {
+            let e = self.ring_entries;
+            return Err(invalid(
+                "ring_entries",
+                format!("{e} is not in 1..={MAX_RING_ENTRIES}"),
+            ));
+        }
+        if self.stealable_queue_capacity == Some(0) {
+            return Err(invalid(
+                "stealable_queue_capacity",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.msg_ring_queue_capacity == 0 || self.msg_ring_queue_capacity > MAX_MSG_QUEUE {
+            let c = self.msg_ring_queue_capacity;
+            return Err(invalid(
+                "msg_ring_queue_capacity",
+                format!("{c} is not in 1..={MAX_MSG_QUEUE}"),
+            ));
+        }
+        if self.steal_budget == 0 {
+            return Err(invalid("steal_budget", "must be at least 1".into()));
+        }
+        if self.steal_batch_size == 0 {
+            return Err(invalid("steal_batch_size", "must be at least 1".into()));
+        }
+        if self.steal_backoff_min > self.steal_backoff_max {
+            let (lo, hi) = (self.steal_backoff_min, self.steal_backoff_max);
+            return Err(invalid(
+                "steal_backoff_min",
+                format!("{lo} exceeds steal_backoff_max {hi}"),
+            ));
+        }
+        if self.thread_name.contains('\0') {
+            return Err(invalid("thread_name", "contains a NUL byte".into()));
+        }
+        let others = (shards - 1).max(1);
+        Ok(Config {
+            shards,
+            ring: RingConfig {
+                entries: self.ring_entries,
+                sqpoll_idle_ms: self.sqpoll_idle_ms,
+                sqpoll_cpu: self.sqpoll_cpu,
+                single_issuer: self.single_issuer,
+                coop_taskrun: self.coop_taskrun,
+                defer_taskrun: self.defer_taskrun,
+            },
+            thread_affinity: self.thread_affinity,
+            thread_name: self.thread_name,
+            stealable_queue_capacity: self.stealable_queue_capacity,
+            msg_queue_capacity: self.msg_ring_queue_capacity,
+            spin_before_park: self.spin_before_park,
+            steal: StealConfig {
+                budget: self.steal_budget,
+                victim_stride: self.steal_victim_stride.clamp(1, others),
+                probe_count: self.steal_victim_probe_count.clamp(1, others),
+                batch_size: self.steal_batch_size,
+                locality_margin: self.steal_locality_margin,
+                fail_cost: self.steal_fail_cost,
+                backoff_min: self.steal_backoff_min,
+                backoff_max: self.steal_backoff_max,
+            },
+        })
+    }
+}
+
+/// The validated configuration.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) shards: usize,
+    pub(crate) ring: RingConfig,
+    pub(crate) thread_affinity: bool,
+    pub(crate) thread_name: String,
+    pub(crate) stealable_queue_capacity: Option<usize>,
+    pub(crate) msg_queue_capacity: usize,
+    pub(crate) spin_before_park: Duration,
+    pub(crate) steal: StealConfig,
+}
+
+/// Steal policy knobs, clamped.
+#[derive(Clone, Debug)]
+pub(crate) struct StealConfig {
+    pub(crate) budget: usize,
+    pub(crate) victim_stride: usize,
+    pub(crate) probe_count: usize,
+    pub(crate) batch_size: usize,
+    pub(crate) locality_margin: usize,
+    pub(crate) fail_cost: u32,
+    pub(crate) backoff_min: u32,
+    pub(crate) backoff_max: u32,
+}

@@ -1,0 +1,192 @@
+//! `RuntimeHandle`: spawning, messaging and stats from anywhere.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use super::BackendKind;
+use crate::error::RuntimeError;
+use crate::messaging::{RemoteShard, ShardCtx};
+use crate::scheduler::{self, Shared};
+use crate::stats::{Counters, RuntimeStats};
+use crate::task::meta::TaskKind;
+use crate::task::spawn;
+use crate::task::{JoinHandle, ShardId, TaskPlacement};
+
+/// A cheap, cloneable handle to a runtime. `Send + Sync`: use it from any
+/// thread, including threads of other runtimes (a tokio task can spawn
+/// onto spargio through it).
+#[derive(Clone)]
+pub struct RuntimeHandle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for RuntimeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeHandle")
+            .field("shards", &self.shard_count())
+            .finish()
+    }
+}
+
+impl RuntimeHandle {
+    /// The backend in use.
+    pub fn backend(&self) -> BackendKind {
+        BackendKind::IoUring
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shared.shard_count()
+    }
+
+    /// A sending handle to `shard`. An out-of-range index is reported by
+    /// each send as `SendError::InvalidShard`.
+    pub fn remote(&self, shard: ShardId) -> RemoteShard {
+        RemoteShard::new(self.shared.clone(), shard)
+    }
+
+    /// Runs `fut` on `shard`; it never migrates.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = spargio::Runtime::builder().shards(2).build()?;
+    /// let on = rt.handle().spawn_pinned(1, async {
+    ///     spargio::ShardCtx::current().unwrap().shard_id()
+    /// })?;
+    /// assert_eq!(spargio::block_on(on)?, 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn spawn_pinned<F>(
+        &self,
+        shard: ShardId,
+        fut: F,
+    ) -> Result<JoinHandle<F::Output>, RuntimeError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.check_shard(shard)?;
+        let (runnable, handle) = spawn::build(&self.shared, TaskKind::Pinned(shard), shard, fut)?;
+        Counters::bump_shared(&self.shared.shards[shard].counters.spawn_pinned);
+        runnable.schedule();
+        Ok(handle)
+    }
+
+    /// Runs `fut` on the least-loaded shard (chosen now); idle shards may
+    /// steal it before it runs, and it may move whenever it is woken on
+    /// another shard.
+    pub fn spawn_stealable<F>(&self, fut: F) -> Result<JoinHandle<F::Output>, RuntimeError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.spawn_stealable_inner(None, fut)
+    }
+
+    /// Like [`RuntimeHandle::spawn_stealable`], preferring `shard` unless
+    /// it is clearly busier than the least-loaded one.
+    pub fn spawn_stealable_on<F>(
+        &self,
+        shard: ShardId,
+        fut: F,
+    ) -> Result<JoinHandle<F::Output>, RuntimeError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.check_shard(shard)?;
+        self.spawn_stealable_inner(Some(shard), fut)
+    }
+
+    fn spawn_stealable_inner<F>(
+        &self,
+        preferred: Option<ShardId>,
+        fut: F,
+    ) -> Result<JoinHandle<F::Output>, RuntimeError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let target = scheduler::admit_stealable(&self.shared, preferred)?;
+        let (runnable, handle) = spawn::build(&self.shared, TaskKind::Stealable, target, fut)?;
+        scheduler::submit_stealable(&self.shared, target, runnable);
+        Ok(handle)
+    }
+
+    /// Spawns with an explicit [`TaskPlacement`].
+    pub fn spawn_with_placement<F>(
+        &self,
+        placement: TaskPlacement,
+        fut: F,
+    ) -> Result<JoinHandle<F::Output>, RuntimeError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match placement {
+            TaskPlacement::Pinned(shard) => self.spawn_pinned(shard, fut),
+            TaskPlacement::RoundRobin => self.spawn_pinned(self.shared.next_rr(), fut),
+            TaskPlacement::Sticky(key) => {
+                let shard = crate::task::sticky_shard(key, self.shard_count());
+                self.spawn_pinned(shard, fut)
+            }
+            TaskPlacement::Stealable => self.spawn_stealable(fut),
+            TaskPlacement::StealablePreferred(shard) => self.spawn_stealable_on(shard, fut),
+        }
+    }
+
+    /// Builds a `!Send` future on `shard` and runs it there. `init` runs on
+    /// the shard with its [`ShardCtx`]; the future it returns may hold
+    /// `Rc`, `RefCell` and other thread-bound state.
+    ///
+    /// ```
+    /// use std::rc::Rc;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = spargio::Runtime::builder().shards(2).build()?;
+    /// let task = rt.handle().spawn_local_on(1, |ctx| async move {
+    ///     let local = Rc::new(ctx.shard_id());
+    ///     *local
+    /// })?;
+    /// assert_eq!(spargio::block_on(task)?, 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn spawn_local_on<I, Fut>(
+        &self,
+        shard: ShardId,
+        init: I,
+    ) -> Result<JoinHandle<Fut::Output>, RuntimeError>
+    where
+        I: FnOnce(ShardCtx) -> Fut + Send + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Send + 'static,
+    {
+        self.check_shard(shard)?;
+        let fut = async move {
+            let ctx = ShardCtx::current().expect("local task polled off its shard");
+            init(ctx).await
+        };
+        // SAFETY: pinned to `shard`, so only polled and dropped on its
+        // thread. Before its first poll the future holds only `init`, which
+        // is `Send`, so creating it here and moving it there is sound. The
+        // output is `Send`, so the handle may go anywhere.
+        let (runnable, handle) =
+            unsafe { spawn::build_unchecked(&self.shared, TaskKind::Pinned(shard), shard, fut)? };
+        Counters::bump_shared(&self.shared.shards[shard].counters.spawn_local);
+        runnable.schedule();
+        Ok(handle)
+    }
+
+    /// A snapshot of the runtime's counters.
+    pub fn stats_snapshot(&self) -> RuntimeStats {
+        self.shared.stats()
+    }
+
+    fn check_shard(&self, shard: ShardId) -> Result<(), RuntimeError> {
+        if shard < self.shard_count() {
+            Ok(())
+        } else {
+            Err(RuntimeError::InvalidShard(shard))
+        }
+    }
+}

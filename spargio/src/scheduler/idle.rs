@@ -1,0 +1,70 @@
+//! Which shards are idle, and waking one when stealable work appears.
+//!
+//! Counts of spinning and parked shards let a spawner decide cheaply:
+//! if a shard is spinning it will find the work itself; if none is parked
+//! there is nobody to wake. Otherwise the spawner rings one parked shard
+//! (see `driver/wake.rs` for why the handshake cannot lose the wake: the
+//! shard updates these counters before its `SeqCst` fence and re-check).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+
+use super::Shared;
+use crate::driver::Notify;
+use crate::task::ShardId;
+
+#[derive(Debug, Default)]
+pub(crate) struct Idle {
+    spinning: CachePadded<AtomicUsize>,
+    parked: CachePadded<AtomicUsize>,
+    cursor: AtomicUsize,
+}
+
+impl Idle {
+    pub(crate) fn spin_begin(&self) {
+        self.spinning.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn spin_end(&self) {
+        self.spinning.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// From spinning to parked; the caller then fences and re-checks.
+    pub(crate) fn park_begin(&self) {
+        self.parked.fetch_add(1, Ordering::SeqCst);
+        self.spinning.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn park_end(&self) {
+        self.parked.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Called after stealable work was published by shard `from`: wakes one
+    /// parked shard unless a spinning shard will pick the work up.
+    pub(crate) fn wake_one(&self, shared: &Arc<Shared>, from: ShardId) {
+        // Pairs with the fence a parking shard issues after `park_begin`.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.spinning.load(Ordering::SeqCst) > 0 || self.parked.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let n = shared.shard_count();
+        let start = self.cursor.fetch_add(1, Ordering::Relaxed);
+        for i in 0..n {
+            let target = (start + i) % n;
+            if target == from {
+                continue;
+            }
+            match shared.shards[target].wake.notify() {
+                Notify::Awake => continue,
+                // Someone is already waking a shard: it will steal.
+                Notify::Coalesced => return,
+                Notify::Ring => {
+                    shared.ring_doorbell(target);
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The scheduler: shard loops, queues, steering, stealing, idling, shutdown.
+//!
+//! Each shard runs [`Worker::run`](worker::Worker) on its own thread. Per
+//! shard there are:
+//!
+//! * a LIFO slot and a FIFO of pinned tasks, touched only by the shard;
+//! * a stealable deque (`crossbeam-deque`, FIFO): the shard pushes and
+//!   pops, other shards steal in batches through its `Stealer`;
+//! * an injector (`crossbeam-deque::Injector`): stealable tasks submitted
+//!   from other threads; any shard may take from it;
+//! * an inbox (`SegQueue`): pinned wakes and messages from other threads.
+//!
+//! The deque grows on demand, so a task spawning thousands of children
+//! never fails for lack of room; `stealable_queue_capacity` is only an
+//! opt-in admission limit checked at spawn time. (This replaces the
+//! bounded-ring-plus-overflow-injector of tokio: a growable Chase-Lev deque
+//! gives the same "never refuse" property with one structure fewer.)
+//!
+//! Where a task goes when woken is decided by [`schedule`] (see
+//! `schedule.rs`); where a new stealable task goes by `steer.rs`; how idle
+//! shards find work by `steal.rs`; how shards sleep and wake by
+//! `driver/wake.rs` and `idle.rs`; how everything stops by `shutdown.rs`.
+
+mod idle;
+mod inbox;
+mod run_queue;
+mod schedule;
+mod shared;
+mod shutdown;
+mod steal;
+mod steer;
+mod worker;
+
+pub(crate) use inbox::Command;
+pub(crate) use schedule::{admit_stealable, schedule, submit_stealable};
+pub(crate) use shared::{ShardShared, Shared};
+pub(crate) use worker::Worker;

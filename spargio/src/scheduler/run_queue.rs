@@ -1,0 +1,110 @@
+//! A shard's own run queues: the LIFO slot, the pinned FIFO and the
+//! stealable deque.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+
+use crate::task::meta::TaskKind;
+use crate::task::spawn::Runnable;
+
+/// Consecutive LIFO-slot polls allowed before the slot's task is sent to
+/// the back of its queue (tokio uses 3 for the same reason: a pair of tasks
+/// waking each other must not starve the rest).
+const MAX_LIFO_STREAK: u8 = 3;
+
+/// Where a popped task came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    Lifo,
+    Pinned,
+    Deque,
+}
+
+pub(crate) struct RunQueue {
+    lifo: Cell<Option<Runnable>>,
+    lifo_streak: Cell<u8>,
+    pinned: RefCell<VecDeque<Runnable>>,
+    deque: crossbeam_deque::Worker<Runnable>,
+    pinned_first: Cell<bool>,
+}
+
+impl RunQueue {
+    pub(crate) fn new(deque: crossbeam_deque::Worker<Runnable>) -> RunQueue {
+        RunQueue {
+            lifo: Cell::new(None),
+            lifo_streak: Cell::new(0),
+            pinned: RefCell::new(VecDeque::with_capacity(256)),
+            deque,
+            pinned_first: Cell::new(false),
+        }
+    }
+
+    pub(crate) fn deque(&self) -> &crossbeam_deque::Worker<Runnable> {
+        &self.deque
+    }
+
+    /// Puts `r` in the LIFO slot; returns the task it displaced.
+    pub(crate) fn push_lifo(&self, r: Runnable) -> Option<Runnable> {
+        self.lifo.replace(Some(r))
+    }
+
+    /// Appends `r` to the queue of its kind. True when it went to the
+    /// (stealable) deque.
+    pub(crate) fn push_back(&self, r: Runnable) -> bool {
+        match r.metadata().kind {
+            TaskKind::Pinned(_) => {
+                self.pinned.borrow_mut().push_back(r);
+                false
+            }
+            TaskKind::Stealable => {
+                self.deque.push(r);
+                true
+            }
+        }
+    }
+
+    /// Next task: the LIFO slot within its streak bound, then the pinned
+    /// queue and the deque in alternation.
+    pub(crate) fn pop(&self) -> Option<(Runnable, Origin)> {
+        if let Some(r) = self.lifo.take() {
+            let streak = self.lifo_streak.get();
+            if streak < MAX_LIFO_STREAK {
+                self.lifo_streak.set(streak + 1);
+                return Some((r, Origin::Lifo));
+            }
+            self.push_back(r);
+        }
+        self.lifo_streak.set(0);
+        let pinned_first = !self.pinned_first.get();
+        self.pinned_first.set(pinned_first);
+        let pinned = || {
+            self.pinned
+                .borrow_mut()
+                .pop_front()
+                .map(|r| (r, Origin::Pinned))
+        };
+        let deque = || self.deque.pop().map(|r| (r, Origin::Deque));
+        if pinned_first {
+            pinned().or_else(deque)
+        } else {
+            deque().or_else(pinned)
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        // `Cell` has no peek: take the slot and put it back.
+        let lifo = self.lifo.take();
+        let has_lifo = lifo.is_some();
+        self.lifo.set(lifo);
+        !has_lifo && self.pinned.borrow().is_empty() && self.deque.is_empty()
+    }
+
+    /// Removes every queued task (shutdown). Dropping them cancels them.
+    pub(crate) fn take_all(&self, out: &mut Vec<Runnable>) {
+        out.extend(self.lifo.take());
+        out.extend(self.pinned.borrow_mut().drain(..));
+        while let Some(r) = self.deque.pop() {
+            out.push(r);
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! State shared by all shards of one runtime.
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crossbeam_deque::{Injector, Stealer};
+use crossbeam_utils::CachePadded;
+
+use super::idle::Idle;
+use super::inbox::{Command, Inbox};
+use super::shutdown::ExitLatch;
+use crate::driver::{Eventfd, Notify, WakeState};
+use crate::messaging::Mailboxes;
+use crate::runtime::{context, Config};
+use crate::stats::{Counters, RingFeatures, RuntimeStats, ShardStats};
+use crate::task::meta::TaskKind;
+use crate::task::registry::Registry;
+use crate::task::spawn::Runnable;
+use crate::task::ShardId;
+
+/// What other threads may touch of one shard.
+pub(crate) struct ShardShared {
+    pub(crate) wake: WakeState,
+    pub(crate) inbox: Inbox,
+    /// Stealable tasks submitted to this shard from other threads.
+    pub(crate) inject: Injector<Runnable>,
+    /// The steal side of the shard's own deque.
+    pub(crate) stealer: Stealer<Runnable>,
+    /// The ring fd, for `MSG_RING` doorbells; -1 until the ring exists.
+    ring_fd: AtomicI32,
+    pub(crate) eventfd: Eventfd,
+    pub(crate) counters: CachePadded<Counters>,
+    pub(crate) registry: Registry,
+    /// Native ops in flight on this shard's ring (steering input).
+    pub(crate) pending_ops: CachePadded<AtomicUsize>,
+    /// Messages from outside the runtime queued and not yet consumed.
+    pub(crate) external_msgs: AtomicUsize,
+    pub(crate) features: OnceLock<RingFeatures>,
+}
+
+impl ShardShared {
+    pub(crate) fn new(stealer: Stealer<Runnable>, eventfd: Eventfd) -> ShardShared {
+        ShardShared {
+            wake: WakeState::new(),
+            inbox: Inbox::default(),
+            inject: Injector::new(),
+            stealer,
+            ring_fd: AtomicI32::new(-1),
+            eventfd,
+            counters: CachePadded::new(Counters::default()),
+            registry: Registry::default(),
+            pending_ops: CachePadded::new(AtomicUsize::new(0)),
+            external_msgs: AtomicUsize::new(0),
+            features: OnceLock::new(),
+        }
+    }
+
+    /// Publishes the ring (called once, before any shard starts running).
+    pub(crate) fn set_ring(&self, fd: RawFd, features: RingFeatures) {
+        let _ = self.features.set(features);
+        let fd = if features.msg_ring { fd } else { -1 };
+        self.ring_fd.store(fd, Ordering::Release);
+    }
+
+    /// The ring fd to send a `MSG_RING` doorbell to, if that path is usable.
+    pub(crate) fn msg_ring_fd(&self) -> Option<RawFd> {
+        let fd = self.ring_fd.load(Ordering::Acquire);
+        (fd >= 0).then_some(fd)
+    }
+
+    /// Stealable tasks queued here (deque plus injector).
+    pub(crate) fn stealable_backlog(&self) -> usize {
+        self.inject.len() + self.stealer.len()
+    }
+}
+
+/// The runtime's shared core. Tasks hold it through their metadata.
+pub(crate) struct Shared {
+    pub(crate) shards: Box<[ShardShared]>,
+    pub(crate) config: Config,
+    pub(crate) mail: Mailboxes,
+    pub(crate) idle: Idle,
+    pub(crate) exit: ExitLatch,
+    closing: AtomicBool,
+    rr: CachePadded<AtomicUsize>,
+}
+
+impl Shared {
+    pub(crate) fn new(shards: Vec<ShardShared>, config: Config) -> Shared {
+        let n = shards.len();
+        Shared {
+            mail: Mailboxes::new(n, config.msg_queue_capacity),
+            idle: Idle::default(),
+            exit: ExitLatch::new(n),
+            shards: shards.into_boxed_slice(),
+            config,
+            closing: AtomicBool::new(false),
+            rr: CachePadded::new(AtomicUsize::new(0)),
+        }
+    }
+
+    pub(crate) fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    /// Starts shutdown; true for the first caller. Every shard is rung
+    /// through its eventfd (valid from any thread).
+    pub(crate) fn begin_shutdown(&self) -> bool {
+        // Release pairs with the Acquire in `is_closing`.
+        let first = !self.closing.swap(true, Ordering::AcqRel);
+        if first {
+            for shard in self.shards.iter() {
+                shard.eventfd.ring();
+            }
+        }
+        first
+    }
+
+    /// Next index of the runtime-wide rotation.
+    pub(crate) fn next_rr(&self) -> usize {
+        self.rr.fetch_add(1, Ordering::Relaxed) % self.shards.len()
+    }
+
+    /// Live tasks across all shards.
+    pub(crate) fn live_tasks(&self) -> usize {
+        self.shards.iter().map(|s| s.registry.len()).sum()
+    }
+
+    /// Rings `target` after work was published for it, if it is parked.
+    /// From a shard thread of this runtime the doorbell is a `MSG_RING` from
+    /// that shard's ring; from elsewhere, an eventfd write.
+    pub(crate) fn notify(self: &Arc<Shared>, target: ShardId) {
+        match self.shards[target].wake.notify() {
+            Notify::Awake => {}
+            Notify::Coalesced => {
+                Counters::bump_shared(&self.shards[target].counters.doorbells_coalesced)
+            }
+            Notify::Ring => self.ring_doorbell(target),
+        }
+    }
+
+    /// Sends the doorbell the caller won the right to send (`Notify::Ring`).
+    pub(crate) fn ring_doorbell(self: &Arc<Shared>, target: ShardId) {
+        context::with_worker(|worker| match worker {
+            Some(w) if Arc::ptr_eq(&w.shared, self) => w.request_doorbell(target),
+            _ => {
+                Counters::bump_shared(&self.shards[target].counters.doorbells_sent);
+                self.shards[target].eventfd.ring();
+            }
+        })
+    }
+
+    /// Queues a woken task from a thread that is not one of this runtime's
+    /// shards (or a pinned task whose shard is another one).
+    pub(crate) fn schedule_remote(self: &Arc<Shared>, runnable: Runnable, kind: TaskKind) {
+        match kind {
+            TaskKind::Pinned(owner) => {
+                self.shards[owner].inbox.push(Command::Run(runnable));
+                self.notify(owner);
+            }
+            TaskKind::Stealable => {
+                let target = super::steer::choose(self, None, None);
+                self.inject_stealable(target, runnable);
+            }
+        }
+    }
+
+    /// Puts a stealable task into `target`'s injector and wakes it, or
+    /// another idle shard that can steal it.
+    pub(crate) fn inject_stealable(self: &Arc<Shared>, target: ShardId, runnable: Runnable) {
+        self.shards[target].inject.push(runnable);
+        self.notify(target);
+    }
+
+    pub(crate) fn stats(&self) -> RuntimeStats {
+        let mut stats = RuntimeStats {
+            steal_victim_stride: self.config.steal.victim_stride,
+            ..RuntimeStats::default()
+        };
+        for shard in self.shards.iter() {
+            let mut view = ShardStats::default();
+            view.queue_depth = shard.stealable_backlog();
+            view.command_depth = shard.inbox.len();
+            view.pending_native_ops = shard.pending_ops.load(Ordering::Relaxed);
+            view.ring = shard.features.get().copied().unwrap_or_default();
+            stats.push_shard(&shard.counters, view);
+        }
+        stats
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("shards", &self.shards.len())
+            .field("closing", &self.is_closing())
+            .finish()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Only tasks that are already closed (future dropped) can be left in
+        // queues here; dropping their runnables touches no future.
+        for shard in self.shards.iter() {
+            while shard.inbox.pop().is_some() {}
+            while !shard.inject.steal().is_empty() {}
+        }
+    }
+}

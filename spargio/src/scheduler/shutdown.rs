@@ -1,0 +1,121 @@
+//! Shutdown: dropping every task on the right thread, then exiting.
+//!
+//! The protocol, per shard, once `Shared::begin_shutdown` has set the
+//! closing flag and rung every shard:
+//!
+//! 1. Close this shard's registry (later spawns homed here fail with
+//!    `Shutdown`) and wake every task registered here. Waking a task that
+//!    waits on something that will never happen is what gets it scheduled,
+//!    so the scheduler can drop it; the registry lock orders this against
+//!    concurrent spawns, so no task registers unseen.
+//! 2. Repeatedly drop everything queued on this shard: LIFO slot, pinned
+//!    queue, deque, injector and inbox. Dropping a runnable drops its future
+//!    here, and pinned (possibly `!Send`) tasks only ever reach their own
+//!    shard's queues. Dropping one future may wake others, which land in
+//!    some queue and are dropped on a later round.
+//! 3. Stop when no task is left in any shard's registry, napping in the
+//!    kernel between rounds: a shard must keep draining while others may
+//!    still route tasks to it.
+//! 4. Drop unconsumed messages, count this shard out of the exit latch.
+//!    The driver then completes and reaps its internal operations before
+//!    the ring closes (`Driver::drop`).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use super::worker::Worker;
+use crate::stats::Counters;
+
+impl Worker {
+    pub(super) fn shutdown(&self) {
+        for waker in self.me().registry.close() {
+            waker.wake();
+        }
+        let mut doomed = Vec::new();
+        loop {
+            self.queue.take_all(&mut doomed);
+            while let Some(r) = self.me().inject.steal().success() {
+                doomed.push(r);
+            }
+            self.drain_inbox_for_shutdown(&mut doomed);
+            let dropped_any = !doomed.is_empty();
+            for r in doomed.drain(..) {
+                if catch_unwind(AssertUnwindSafe(|| drop(r))).is_err() {
+                    Counters::bump_local(&self.counters().tasks_panicked);
+                }
+            }
+            if !dropped_any && self.shared.live_tasks() == 0 {
+                break;
+            }
+            if !dropped_any {
+                self.nap();
+            }
+        }
+        self.events.borrow_mut().clear(&self.shared, self.id);
+        self.shared.exit.arrive();
+    }
+}
+
+/// Counts shards out; lets `Runtime::shutdown` (async) and `Drop`
+/// (blocking) wait for all of them.
+#[derive(Debug)]
+pub(crate) struct ExitLatch {
+    state: Mutex<LatchState>,
+    cond: Condvar,
+}
+
+#[derive(Debug)]
+struct LatchState {
+    remaining: usize,
+    waiters: Vec<Waker>,
+}
+
+impl ExitLatch {
+    pub(crate) fn new(shards: usize) -> ExitLatch {
+        ExitLatch {
+            state: Mutex::new(LatchState {
+                remaining: shards,
+                waiters: Vec::new(),
+            }),
+            cond: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LatchState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn arrive(&self) {
+        let waiters = {
+            let mut state = self.lock();
+            state.remaining = state.remaining.saturating_sub(1);
+            if state.remaining > 0 {
+                return;
+            }
+            std::mem::take(&mut state.waiters)
+        };
+        self.cond.notify_all();
+        for waker in waiters {
+            waker.wake();
+        }
+    }
+
+    pub(crate) fn poll_done(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut state = self.lock();
+        if state.remaining == 0 {
+            return Poll::Ready(());
+        }
+        if !state.waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            state.waiters.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    pub(crate) fn wait_blocking(&self) {
+        let mut state = self.lock();
+        while state.remaining > 0 {
+            state = self.cond.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}

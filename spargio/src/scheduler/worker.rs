@@ -1,0 +1,343 @@
+//! The shard loop.
+//!
+//! Each pass of the loop:
+//!
+//! 1. Drain the inbox (remote wakes of pinned tasks, outside messages).
+//! 2. Reap completions without blocking (entering the kernel only when the
+//!    ring says that makes progress), and wake `next_event` waiters when
+//!    messages are pending.
+//! 3. Run up to `steal_budget` tasks. Order: the LIFO slot (the task most
+//!    recently woken by a running task, for message-passing locality) for at
+//!    most 3 polls in a row, then the pinned queue and the stealable deque in
+//!    alternation (neither kind can starve the other), then a batch from
+//!    this shard's injector.
+//! 4. Send the doorbells the batch produced and submit queued SQEs.
+//! 5. With nothing to run: try to steal (see `steal.rs`), else go idle:
+//!    spin for at most `spin_before_park` polling every source, then park
+//!    in `io_uring_enter` (see `driver/wake.rs` for the handshake).
+//!
+//! Doorbells requested while a task runs are sent as soon as that poll
+//! returns, so a wake of a parked shard is never held back by the rest of
+//! the batch.
+//!
+//! Everything here runs on the shard's own thread. Interior mutability is
+//! `Cell`/`RefCell`; no borrow is held across a task poll or a waker call.
+
+use std::cell::{Cell, RefCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::run_queue::{Origin, RunQueue};
+use super::steal::StealState;
+use super::{inbox::Command, ShardShared, Shared};
+use crate::driver::Driver;
+use crate::messaging::EventState;
+use crate::runtime::context;
+use crate::stats::Counters;
+use crate::task::meta::TaskKind;
+use crate::task::spawn::Runnable;
+use crate::task::ShardId;
+
+/// How long a shard in shutdown sleeps between checks for remaining tasks.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(1);
+
+/// One shard's thread-local core. Field order is drop order: the driver
+/// (and the kernel memory it guards) goes first.
+pub(crate) struct Worker {
+    driver: RefCell<Driver>,
+    pub(super) queue: RunQueue,
+    pub(crate) events: RefCell<EventState>,
+    doorbells: RefCell<Vec<ShardId>>,
+    pub(super) steal: RefCell<StealState>,
+    in_poll: Cell<bool>,
+    pub(crate) id: ShardId,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Worker {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        id: ShardId,
+        deque: crossbeam_deque::Worker<Runnable>,
+        driver: Driver,
+    ) -> Worker {
+        let n = shared.shard_count();
+        Worker {
+            driver: RefCell::new(driver),
+            queue: RunQueue::new(deque),
+            events: RefCell::new(EventState::new(n)),
+            doorbells: RefCell::new(Vec::with_capacity(n)),
+            steal: RefCell::new(StealState::new(id, n)),
+            in_poll: Cell::new(false),
+            id,
+            shared,
+        }
+    }
+
+    pub(crate) fn me(&self) -> &ShardShared {
+        &self.shared.shards[self.id]
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.me().counters
+    }
+
+    /// Runs the shard until shutdown, then drains it.
+    pub(crate) fn run(&self) {
+        let _enter = context::enter(self);
+        while !self.shared.is_closing() {
+            self.maintenance();
+            let ran = self.run_batch();
+            self.flush_doorbells();
+            if ran == 0 && self.queue.is_empty() && !self.steal_work() {
+                self.idle();
+            }
+        }
+        self.shutdown();
+    }
+
+    /// Steps 1 and 2: inbox, completions, message waiters.
+    fn maintenance(&self) {
+        self.drain_inbox();
+        self.poll_driver();
+        self.deliver_events();
+    }
+
+    fn drain_inbox(&self) {
+        let inbox = &self.me().inbox;
+        // Bounded by the length seen on entry so producers cannot livelock us.
+        for _ in 0..inbox.len() {
+            match inbox.pop() {
+                Some(Command::Run(r)) => {
+                    self.queue.push_back(r);
+                }
+                Some(Command::Message { tag, val }) => {
+                    self.events.borrow_mut().push_external(tag, val);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Non-blocking submit-and-reap, then retries failed doorbells.
+    fn poll_driver(&self) {
+        let res = self.driver.borrow_mut().poll();
+        self.check_ring(res.map(drop));
+        self.retry_failed_doorbells();
+    }
+
+    fn check_ring(&self, res: std::io::Result<()>) {
+        if let Err(err) = res {
+            // The ring is our own and its fd valid for our whole life: an
+            // error here means the kernel refused a well-formed request.
+            panic!("spargio shard {}: io_uring_enter failed: {err}", self.id);
+        }
+    }
+
+    fn retry_failed_doorbells(&self) {
+        let mut failed = Vec::new();
+        self.driver.borrow_mut().take_failed_doorbells(&mut failed);
+        for target in failed {
+            // The MSG_RING could not be posted (target CQ full or ring
+            // closing): ring the eventfd instead, which cannot fail.
+            self.shared.shards[target].eventfd.ring();
+        }
+    }
+
+    /// Step 3.
+    fn run_batch(&self) -> usize {
+        let budget = self.shared.config.steal.budget;
+        let mut ran = 0;
+        while ran < budget {
+            let Some((r, origin)) = self.next_task() else {
+                break;
+            };
+            self.run_task(r, origin);
+            ran += 1;
+        }
+        ran
+    }
+
+    fn next_task(&self) -> Option<(Runnable, Origin)> {
+        self.queue.pop().or_else(|| {
+            let limit = self.shared.config.steal.batch_size;
+            self.me()
+                .inject
+                .steal_batch_with_limit_and_pop(self.queue.deque(), limit)
+                .success()
+                .map(|r| (r, Origin::Deque))
+        })
+    }
+
+    fn run_task(&self, r: Runnable, origin: Origin) {
+        let counters = self.counters();
+        if r.metadata().is_aborted() {
+            // Cancels the task: its future is dropped here, on a thread it
+            // may run on.
+            if catch_unwind(AssertUnwindSafe(|| drop(r))).is_err() {
+                Counters::bump_local(&counters.tasks_panicked);
+            }
+            return;
+        }
+        Counters::bump_local(&counters.tasks_polled);
+        if r.metadata().kind == TaskKind::Stealable {
+            Counters::bump_local(&counters.stealable_executed);
+            if origin != Origin::Lifo {
+                Counters::bump_local(&counters.stealable_local_hits);
+            }
+        }
+        self.in_poll.set(true);
+        // The harness turns a panic in `poll` into the task's output; this
+        // catches one from a destructor run by the poll.
+        let res = catch_unwind(AssertUnwindSafe(|| r.run()));
+        self.in_poll.set(false);
+        if res.is_err() {
+            Counters::bump_local(&counters.tasks_panicked);
+        }
+        if !self.doorbells.borrow().is_empty() {
+            self.flush_doorbells();
+        }
+    }
+
+    /// Queues a woken (or newly spawned) task on this shard.
+    pub(crate) fn schedule(&self, r: Runnable, yielded: bool) {
+        match r.metadata().kind {
+            TaskKind::Pinned(owner) if owner != self.id => {
+                self.shared.schedule_remote(r, TaskKind::Pinned(owner));
+            }
+            _ => self.enqueue_local(r, yielded),
+        }
+    }
+
+    fn enqueue_local(&self, r: Runnable, yielded: bool) {
+        let to_deque = if self.in_poll.get() && !yielded {
+            match self.queue.push_lifo(r) {
+                Some(prev) => self.queue.push_back(prev),
+                None => false,
+            }
+        } else {
+            self.queue.push_back(r)
+        };
+        if to_deque {
+            self.shared.idle.wake_one(&self.shared, self.id);
+        }
+    }
+
+    /// Records that `target` must be rung; sent by `flush_doorbells`.
+    pub(crate) fn request_doorbell(&self, target: ShardId) {
+        self.doorbells.borrow_mut().push(target);
+    }
+
+    /// Step 4: pushes requested doorbells as `MSG_RING` SQEs and submits
+    /// everything queued.
+    pub(crate) fn flush_doorbells(&self) {
+        let mut doorbells = self.doorbells.borrow_mut();
+        let mut driver = self.driver.borrow_mut();
+        for target in doorbells.drain(..) {
+            let shard = &self.shared.shards[target];
+            Counters::bump_shared(&shard.counters.doorbells_sent);
+            let pushed = shard
+                .msg_ring_fd()
+                .is_some_and(|fd| driver.push_doorbell(fd, target).is_ok());
+            if !pushed {
+                shard.eventfd.ring();
+            }
+        }
+        drop(doorbells);
+        if driver.has_unsubmitted() {
+            let res = driver.submit();
+            drop(driver);
+            self.check_ring(res);
+        }
+    }
+
+    /// Step 5, idle half: spin, then park.
+    fn idle(&self) {
+        let me = self.me();
+        me.wake.set_spinning();
+        self.shared.idle.spin_begin();
+        let deadline = Instant::now() + self.shared.config.spin_before_park;
+        loop {
+            if self.poll_sources() || self.steal_work() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                self.park();
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        me.wake.set_running();
+        self.shared.idle.spin_end();
+    }
+
+    /// One idle poll of every source; true when there is something to run.
+    fn poll_sources(&self) -> bool {
+        self.maintenance();
+        !self.queue.is_empty() || !self.me().inject.is_empty() || self.shared.is_closing()
+    }
+
+    /// Spinning to parked, re-check, block (see `driver/wake.rs`).
+    fn park(&self) {
+        let me = self.me();
+        self.flush_doorbells();
+        me.wake.set_parked();
+        self.shared.idle.park_begin();
+        // Pairs with the fence in `WakeState::notify` / `Idle::wake_one`.
+        fence(Ordering::SeqCst);
+        if !self.work_visible() {
+            Counters::bump_local(&self.counters().parks);
+            let timeout = self.shared.is_closing().then_some(SHUTDOWN_POLL);
+            let res = self.driver.borrow_mut().park(timeout);
+            self.check_ring(res.map(drop));
+        }
+        me.wake.set_running();
+        self.shared.idle.park_end();
+        self.retry_failed_doorbells();
+    }
+
+    /// The re-check of step 2 of the handshake: any reason not to sleep.
+    fn work_visible(&self) -> bool {
+        let me = self.me();
+        self.shared.is_closing()
+            || !me.inbox.is_empty()
+            || !me.inject.is_empty()
+            || !self.queue.is_empty()
+            || self.events_pending()
+            || self.driver.borrow_mut().has_completions()
+            || self.stealable_elsewhere()
+    }
+
+    /// True when another shard has more stealable backlog than the
+    /// locality margin, i.e. a steal would be attempted.
+    pub(super) fn stealable_elsewhere(&self) -> bool {
+        let margin = self.shared.config.steal.locality_margin;
+        self.shared
+            .shards
+            .iter()
+            .enumerate()
+            .any(|(i, s)| i != self.id && s.stealable_backlog() > margin)
+    }
+
+    /// Shutdown support: parks briefly (used while waiting for other shards
+    /// to drop their tasks).
+    pub(super) fn nap(&self) {
+        self.flush_doorbells();
+        let res = self.driver.borrow_mut().park(Some(SHUTDOWN_POLL));
+        self.check_ring(res.map(drop));
+        self.retry_failed_doorbells();
+    }
+
+    pub(super) fn drain_inbox_for_shutdown(&self, out: &mut Vec<Runnable>) {
+        while let Some(cmd) = self.me().inbox.pop() {
+            match cmd {
+                Command::Run(r) => out.push(r),
+                Command::Message { .. } => {
+                    self.me().external_msgs.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}

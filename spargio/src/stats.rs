@@ -1,0 +1,204 @@
+//! Runtime counters and their snapshot.
+//!
+//! Each shard owns a cache-padded block of counters. Counters only the shard
+//! itself writes are bumped with a relaxed load and store (no read-modify-
+//! write); counters other threads also bump use `fetch_add`. A snapshot is a
+//! relaxed read of every counter: each value is exact, the set is not a
+//! single instant.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Ring features one shard obtained at setup.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingFeatures {
+    /// Submission queue entries.
+    pub sq_entries: u32,
+    /// Completion queue entries.
+    pub cq_entries: u32,
+    /// `IORING_SETUP_SINGLE_ISSUER`.
+    pub single_issuer: bool,
+    /// `IORING_SETUP_COOP_TASKRUN`.
+    pub coop_taskrun: bool,
+    /// `IORING_SETUP_DEFER_TASKRUN`.
+    pub defer_taskrun: bool,
+    /// `IORING_SETUP_TASKRUN_FLAG`.
+    pub taskrun_flag: bool,
+    /// `IORING_SETUP_SQPOLL`.
+    pub sqpoll: bool,
+    /// `IORING_OP_MSG_RING` is available (otherwise shards ring each other
+    /// through eventfds).
+    pub msg_ring: bool,
+    /// `IORING_FEAT_NODROP`: overflowed completions are kept, not dropped.
+    pub nodrop: bool,
+    /// `IORING_FEAT_CQE_SKIP`: successful doorbells post no sender CQE.
+    pub skip_cqe_on_success: bool,
+}
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// Per-shard counters (internal).
+        #[derive(Debug, Default)]
+        pub(crate) struct Counters {
+            $(pub(crate) $name: AtomicU64,)*
+        }
+
+        /// Totals of the per-shard counters at the time of the snapshot.
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct CounterTotals {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        impl Counters {
+            fn add_into(&self, totals: &mut CounterTotals) {
+                $(totals.$name += self.$name.load(Ordering::Relaxed);)*
+            }
+        }
+    };
+}
+
+counters! {
+    /// Pinned tasks spawned (including round-robin and sticky placements).
+    spawn_pinned,
+    /// Stealable tasks spawned.
+    spawn_stealable,
+    /// `!Send` local tasks spawned.
+    spawn_local,
+    /// Task polls run.
+    tasks_polled,
+    /// Polls of stealable tasks.
+    stealable_executed,
+    /// Stealable tasks this shard took from another shard's queues.
+    stealable_stolen,
+    /// Stealable tasks this shard ran from its own queues.
+    stealable_local_hits,
+    /// Victim scans made while looking for work.
+    steal_scans,
+    /// Scans that found a victim worth stealing from.
+    steal_attempts,
+    /// Attempts that moved at least one task.
+    steal_success,
+    /// Tasks that panicked (the panic went to their `JoinHandle`).
+    tasks_panicked,
+    /// Doorbells sent to parked shards.
+    doorbells_sent,
+    /// Wakeups that needed no doorbell because one was already on its way.
+    doorbells_coalesced,
+    /// Times the shard blocked in the kernel.
+    parks,
+    /// Messages sent to other shards.
+    ring_msgs_submitted,
+    /// Messages consumed from this shard's event stream.
+    ring_msgs_completed,
+    /// Sends refused with `SendError::Backpressure`.
+    ring_msgs_backpressure,
+    /// Spawns refused with `RuntimeError::Overloaded`.
+    stealable_backpressure,
+}
+
+impl Counters {
+    /// Bumps a counter only the owning shard writes.
+    pub(crate) fn bump_local(counter: &AtomicU64) {
+        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Bumps a counter several threads write.
+    pub(crate) fn bump_shared(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One shard's view in a [`RuntimeStats`] snapshot.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShardStats {
+    /// This shard's counters.
+    pub counters: CounterTotals,
+    /// Stealable tasks queued on this shard (deque plus injector).
+    pub queue_depth: usize,
+    /// Commands (remote wakes of pinned tasks, outside messages) waiting in
+    /// the inbox.
+    pub command_depth: usize,
+    /// Native I/O operations in flight on this shard's ring.
+    pub pending_native_ops: usize,
+    /// The ring features this shard obtained.
+    pub ring: RingFeatures,
+}
+
+/// A snapshot of the runtime's counters, from
+/// [`RuntimeHandle::stats_snapshot`](crate::RuntimeHandle::stats_snapshot).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RuntimeStats {
+    /// Sums over all shards.
+    pub totals: CounterTotals,
+    /// One entry per shard, by shard index.
+    pub shards: Vec<ShardStats>,
+    /// The effective (clamped) victim stride of the steal scan.
+    pub steal_victim_stride: usize,
+}
+
+impl RuntimeStats {
+    pub(crate) fn push_shard(&mut self, counters: &Counters, mut shard: ShardStats) {
+        counters.add_into(&mut shard.counters);
+        counters.add_into(&mut self.totals);
+        self.shards.push(shard);
+    }
+
+    /// Per-shard command (inbox) depths.
+    pub fn shard_command_depths(&self) -> Vec<usize> {
+        self.shards.iter().map(|s| s.command_depth).collect()
+    }
+
+    /// Per-shard pending native op gauges.
+    pub fn pending_native_ops_by_shard(&self) -> Vec<usize> {
+        self.shards.iter().map(|s| s.pending_native_ops).collect()
+    }
+
+    /// Sum of the inbox depths.
+    pub fn total_command_depth(&self) -> usize {
+        self.shards.iter().map(|s| s.command_depth).sum()
+    }
+
+    /// Deepest inbox.
+    pub fn max_command_depth(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.command_depth)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Most native ops in flight on one shard.
+    pub fn max_pending_native_ops_by_shard(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.pending_native_ops)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Fraction of steal attempts that moved work (0 when none were made).
+    pub fn steal_success_rate(&self) -> f64 {
+        ratio(self.totals.steal_success, self.totals.steal_attempts)
+    }
+
+    /// Fraction of stealable task runs that came from the shard's own queues.
+    pub fn local_hit_ratio(&self) -> f64 {
+        let hits = self.totals.stealable_local_hits;
+        ratio(hits, hits + self.totals.stealable_stolen)
+    }
+
+    /// Tasks stolen per victim scan.
+    pub fn stolen_per_scan(&self) -> f64 {
+        ratio(self.totals.stealable_stolen, self.totals.steal_scans)
+    }
+}
+
+fn ratio(num: u64, den: u64) -> f64 {
+    if den == 0 {
+        0.0
+    } else {
+        num as f64 / den as f64
+    }
+}

@@ -1,0 +1,62 @@
+//! The wrapper every spawned future runs inside.
+
+use std::any::Any;
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use super::meta::TaskMeta;
+
+/// A panic payload carried from a task to its `JoinHandle`.
+pub(crate) type Panic = Box<dyn Any + Send + 'static>;
+
+/// Catches panics from `poll` (they become the task's output) and removes
+/// the task from its registry once the future is gone.
+pub(crate) struct Harness<'m, F> {
+    fut: ManuallyDrop<F>,
+    meta: &'m TaskMeta,
+}
+
+impl<'m, F> Harness<'m, F> {
+    pub(crate) fn new(fut: F, meta: &'m TaskMeta) -> Harness<'m, F> {
+        Harness {
+            fut: ManuallyDrop::new(fut),
+            meta,
+        }
+    }
+}
+
+impl<F: Future> Future for Harness<'_, F> {
+    type Output = Result<F::Output, Panic>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: `fut` is structurally pinned: it is never moved out of the
+        // harness, and `Drop` drops it in place.
+        let fut = unsafe { self.map_unchecked_mut(|h| &mut *h.fut) };
+        match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => Poll::Ready(Err(payload)),
+        }
+    }
+}
+
+impl<F> Drop for Harness<'_, F> {
+    fn drop(&mut self) {
+        // Deregisters even if the future's destructor unwinds.
+        struct Deregister<'a>(&'a TaskMeta);
+        impl Drop for Deregister<'_> {
+            fn drop(&mut self) {
+                self.0.shared.shards[self.0.home]
+                    .registry
+                    .remove(self.0.key);
+            }
+        }
+        let _guard = Deregister(self.meta);
+        // SAFETY: dropped exactly once, in place (pinning's drop guarantee),
+        // and never touched again.
+        unsafe { ManuallyDrop::drop(&mut self.fut) };
+    }
+}

@@ -1,0 +1,63 @@
+//! Per-task metadata stored in the `async-task` header.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::ShardId;
+use crate::scheduler::Shared;
+
+/// Whether a task may move between shards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TaskKind {
+    /// Runs only on this shard (may be `!Send` if spawned locally).
+    Pinned(ShardId),
+    /// `Send`; runs wherever the scheduler puts it.
+    Stealable,
+}
+
+/// Header data of every task.
+pub(crate) struct TaskMeta {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) kind: TaskKind,
+    /// Registry slot: (home shard, slab key).
+    pub(crate) home: ShardId,
+    pub(crate) key: usize,
+    aborted: AtomicBool,
+}
+
+impl std::fmt::Debug for TaskMeta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskMeta")
+            .field("kind", &self.kind)
+            .field("home", &self.home)
+            .field("aborted", &self.is_aborted())
+            .finish()
+    }
+}
+
+impl TaskMeta {
+    pub(crate) fn new(shared: Arc<Shared>, kind: TaskKind, home: ShardId, key: usize) -> TaskMeta {
+        TaskMeta {
+            shared,
+            kind,
+            home,
+            key,
+            aborted: AtomicBool::new(false),
+        }
+    }
+
+    /// Requests cancellation: the flag is seen by the scheduler the next time
+    /// the task is about to run, and the task is woken so that happens soon.
+    pub(crate) fn abort(&self) {
+        // Release pairs with the Acquire in `is_aborted` on the running shard.
+        if !self.aborted.swap(true, Ordering::Release) {
+            if let Some(waker) = self.shared.shards[self.home].registry.waker(self.key) {
+                waker.wake();
+            }
+        }
+    }
+
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::Acquire)
+    }
+}

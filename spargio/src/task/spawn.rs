@@ -1,0 +1,75 @@
+//! Building tasks.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use async_task::{Builder, WithInfo};
+
+use super::harness::Harness;
+use super::meta::{TaskKind, TaskMeta};
+use super::{JoinHandle, ShardId};
+use crate::error::RuntimeError;
+use crate::scheduler::{self, Shared};
+
+/// A task ready to be queued.
+pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
+
+/// Allocates a `Send` task registered on `home`. The caller queues the
+/// returned runnable.
+pub(crate) fn build<F>(
+    shared: &Arc<Shared>,
+    kind: TaskKind,
+    home: ShardId,
+    fut: F,
+) -> Result<(Runnable, JoinHandle<F::Output>), RuntimeError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    // SAFETY: the future and its output are `Send`, so they may be polled,
+    // dropped and read on any thread.
+    unsafe { build_unchecked(shared, kind, home, fut) }
+}
+
+/// Allocates a task that need not be `Send`.
+///
+/// # Safety
+///
+/// If `F` is not `Send`, `kind` must be `TaskKind::Pinned(home)` and the
+/// task must only be polled and dropped on `home`'s shard thread (the
+/// scheduler routes pinned runnables to their shard, and shutdown drains
+/// each shard's queues on that shard's thread). If `F::Output` is not
+/// `Send`, the returned handle must stay on that thread too.
+pub(crate) unsafe fn build_unchecked<F>(
+    shared: &Arc<Shared>,
+    kind: TaskKind,
+    home: ShardId,
+    fut: F,
+) -> Result<(Runnable, JoinHandle<F::Output>), RuntimeError>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let registry = &shared.shards[home].registry;
+    let mut inner = registry.lock();
+    if inner.closed {
+        return Err(RuntimeError::Shutdown);
+    }
+    let entry = inner.tasks.vacant_entry();
+    let meta = TaskMeta::new(shared.clone(), kind, home, entry.key());
+    // SAFETY:
+    // - thread affinity of `!Send` futures is the caller's contract;
+    // - the future borrows only the task's metadata, which async-task keeps
+    //   alive (in the task header) for as long as the future exists;
+    // - the schedule function is a plain `fn`, `Send + Sync + 'static`.
+    let (runnable, task) = unsafe {
+        Builder::new().metadata(meta).spawn_unchecked(
+            |meta| Harness::new(fut, meta),
+            WithInfo(scheduler::schedule),
+        )
+    };
+    entry.insert(runnable.waker());
+    drop(inner);
+    let handle = JoinHandle::new(task.fallible(), runnable.metadata());
+    Ok((runnable, handle))
+}
