@@ -112,10 +112,6 @@ impl WakeState {
     pub(crate) fn set_running(&self) -> bool {
         self.state.swap(RUNNING, Ordering::SeqCst) == NOTIFIED
     }
-
-    pub(crate) fn is_running(&self) -> bool {
-        self.state.load(Ordering::Relaxed) == RUNNING
-    }
 }
 
 /// The eventfd through which threads outside the runtime ring a shard.

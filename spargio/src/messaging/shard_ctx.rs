@@ -104,7 +104,7 @@ impl ShardCtx {
             spawn::build_unchecked(&self.shared, TaskKind::Pinned(self.id), self.id, fut)?
         };
         Counters::bump_shared(&self.shared.shards[self.id].counters.spawn_local);
-        runnable.schedule();
+        crate::scheduler::submit_pinned(&self.shared, self.id, runnable);
         Ok(handle)
     }
 

@@ -68,7 +68,7 @@ impl RuntimeHandle {
         self.check_shard(shard)?;
         let (runnable, handle) = spawn::build(&self.shared, TaskKind::Pinned(shard), shard, fut)?;
         Counters::bump_shared(&self.shared.shards[shard].counters.spawn_pinned);
-        runnable.schedule();
+        scheduler::submit_pinned(&self.shared, shard, runnable);
         Ok(handle)
     }
 
@@ -173,7 +173,7 @@ impl RuntimeHandle {
         let (runnable, handle) =
             unsafe { spawn::build_unchecked(&self.shared, TaskKind::Pinned(shard), shard, fut)? };
         Counters::bump_shared(&self.shared.shards[shard].counters.spawn_local);
-        runnable.schedule();
+        scheduler::submit_pinned(&self.shared, shard, runnable);
         Ok(handle)
     }
 

@@ -32,6 +32,6 @@ mod steer;
 mod worker;
 
 pub(crate) use inbox::Command;
-pub(crate) use schedule::{admit_stealable, schedule, submit_stealable};
+pub(crate) use schedule::{admit_stealable, schedule, submit_pinned, submit_stealable};
 pub(crate) use shared::{ShardShared, Shared};
 pub(crate) use worker::Worker;

@@ -57,12 +57,26 @@ pub(crate) fn submit_stealable(shared: &Arc<Shared>, target: ShardId, runnable: 
     Counters::bump_shared(&shared.shards[target].counters.spawn_stealable);
     let leftover = context::with_worker(|worker| match worker {
         Some(w) if w.id == target && Arc::ptr_eq(&w.shared, shared) => {
-            w.schedule(runnable, false);
+            w.schedule_new(runnable);
             None
         }
         _ => Some(runnable),
     });
     if let Some(runnable) = leftover {
         shared.inject_stealable(target, runnable);
+    }
+}
+
+/// Queues a new pinned task on its shard.
+pub(crate) fn submit_pinned(shared: &Arc<Shared>, owner: ShardId, runnable: Runnable) {
+    let leftover = context::with_worker(|worker| match worker {
+        Some(w) if w.id == owner && Arc::ptr_eq(&w.shared, shared) => {
+            w.schedule_new(runnable);
+            None
+        }
+        _ => Some(runnable),
+    });
+    if let Some(runnable) = leftover {
+        shared.schedule_remote(runnable, crate::task::meta::TaskKind::Pinned(owner));
     }
 }

@@ -1,10 +1,10 @@
 //! Submission-time steering of stealable work.
 //!
 //! A shard's load is its stealable backlog (deque plus injector) plus the
-//! native operations in flight on its ring, plus one if it is busy running
-//! something (a busy shard with an empty queue is not idle). The spawning
-//! shard's own busy bit is left out: it is busy running the spawner, which
-//! is about to yield.
+//! native operations in flight on its ring. Whether it is running a task
+//! right now is deliberately not part of it: that flips on every poll and
+//! would make steering noisy; a shard stuck in a long task is what stealing
+//! is for.
 //!
 //! The least-loaded shard wins; ties go to the spawning shard (no transfer
 //! at all), then round-robin. A preferred shard keeps the task while its
@@ -15,9 +15,8 @@ use std::sync::atomic::Ordering;
 use super::{ShardShared, Shared};
 use crate::task::ShardId;
 
-fn load(shard: &ShardShared, is_current: bool) -> usize {
-    let busy = !is_current && shard.wake.is_running();
-    shard.stealable_backlog() + shard.pending_ops.load(Ordering::Relaxed) + usize::from(busy)
+fn load(shard: &ShardShared) -> usize {
+    shard.stealable_backlog() + shard.pending_ops.load(Ordering::Relaxed)
 }
 
 /// Picks the shard for a stealable task submitted from `current` (a shard
@@ -32,7 +31,7 @@ pub(crate) fn choose(
         return 0;
     }
     let (mut best, mut best_load) = match current {
-        Some(cur) => (cur, load(&shared.shards[cur], true)),
+        Some(cur) => (cur, load(&shared.shards[cur])),
         None => (usize::MAX, usize::MAX),
     };
     if best_load > 0 {
@@ -42,7 +41,7 @@ pub(crate) fn choose(
             if Some(s) == current {
                 continue;
             }
-            let l = load(&shared.shards[s], false);
+            let l = load(&shared.shards[s]);
             if l < best_load {
                 best = s;
                 best_load = l;
@@ -53,8 +52,7 @@ pub(crate) fn choose(
         }
     }
     if let Some(p) = preferred.filter(|&p| p < n && p != best) {
-        if load(&shared.shards[p], Some(p) == current)
-            <= best_load.saturating_add(shared.config.steal.locality_margin)
+        if load(&shared.shards[p]) <= best_load.saturating_add(shared.config.steal.locality_margin)
         {
             return p;
         }

@@ -16,9 +16,9 @@
 //!    spin for at most `spin_before_park` polling every source, then park
 //!    in `io_uring_enter` (see `driver/wake.rs` for the handshake).
 //!
-//! Doorbells requested while a task runs are sent as soon as that poll
-//! returns, so a wake of a parked shard is never held back by the rest of
-//! the batch.
+//! A doorbell for a parked shard is submitted the moment it is requested,
+//! even from inside a task poll: a task that then blocks its thread (or
+//! simply runs long) must not hold back the wake.
 //!
 //! Everything here runs on the shard's own thread. Interior mutability is
 //! `Cell`/`RefCell`; no borrow is held across a task poll or a waker call.
@@ -196,23 +196,27 @@ impl Worker {
         if res.is_err() {
             Counters::bump_local(&counters.tasks_panicked);
         }
-        if !self.doorbells.borrow().is_empty() {
-            self.flush_doorbells();
-        }
     }
 
-    /// Queues a woken (or newly spawned) task on this shard.
+    /// Queues a woken task on this shard.
     pub(crate) fn schedule(&self, r: Runnable, yielded: bool) {
         match r.metadata().kind {
             TaskKind::Pinned(owner) if owner != self.id => {
                 self.shared.schedule_remote(r, TaskKind::Pinned(owner));
             }
-            _ => self.enqueue_local(r, yielded),
+            _ => self.enqueue_local(r, !yielded),
         }
     }
 
-    fn enqueue_local(&self, r: Runnable, yielded: bool) {
-        let to_deque = if self.in_poll.get() && !yielded {
+    /// Queues a new task on this shard. New tasks never take the LIFO slot:
+    /// the slot is invisible to stealers, and a spawner that then blocks its
+    /// thread would strand the child there.
+    pub(crate) fn schedule_new(&self, r: Runnable) {
+        self.enqueue_local(r, false);
+    }
+
+    fn enqueue_local(&self, r: Runnable, lifo: bool) {
+        let to_deque = if lifo && self.in_poll.get() {
             match self.queue.push_lifo(r) {
                 Some(prev) => self.queue.push_back(prev),
                 None => false,
@@ -225,9 +229,15 @@ impl Worker {
         }
     }
 
-    /// Records that `target` must be rung; sent by `flush_doorbells`.
+    /// Rings `target` now: a parked shard must not wait for the current
+    /// poll to return (it may never return, if the task blocks its thread).
+    /// Only when the driver is busy (we are inside its reap) is the doorbell
+    /// left for the loop's next flush, moments later.
     pub(crate) fn request_doorbell(&self, target: ShardId) {
         self.doorbells.borrow_mut().push(target);
+        if self.driver.try_borrow_mut().is_ok() {
+            self.flush_doorbells();
+        }
     }
 
     /// Step 4: pushes requested doorbells as `MSG_RING` SQEs and submits

@@ -1,0 +1,127 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use spargio::{Runtime, RuntimeBuilder, ShardCtx};
+
+/// Generous bound for "this must not hang". Never a performance assertion.
+pub const HANG: Duration = Duration::from_secs(60);
+
+pub fn runtime(shards: usize) -> Runtime {
+    RuntimeBuilder::new()
+        .shards(shards)
+        .build()
+        .expect("runtime")
+}
+
+pub fn shard() -> usize {
+    ShardCtx::current().expect("on a shard").shard_id()
+}
+
+/// Runs `f` on a helper thread and fails the test if it does not finish in
+/// `HANG` (so a lost wakeup is a failure, not a stuck CI job).
+pub fn within_hang_bound<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(HANG)
+        .expect("operation hung (lost wakeup?)")
+}
+
+/// Yields once to the scheduler.
+pub fn yield_now() -> impl Future<Output = ()> {
+    let mut yielded = false;
+    std::future::poll_fn(move |cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+}
+
+/// A one-shot signal a task can await and any thread can set.
+#[derive(Clone, Default)]
+pub struct Signal {
+    inner: Arc<SignalInner>,
+}
+
+#[derive(Default)]
+struct SignalInner {
+    set: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Signal {
+    pub fn set(&self) {
+        self.inner.set.store(true, Ordering::SeqCst);
+        if let Some(w) = self.inner.waker.lock().unwrap().take() {
+            w.wake();
+        }
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.inner.set.load(Ordering::SeqCst)
+    }
+
+    pub fn wait(&self) -> SignalWait {
+        SignalWait {
+            signal: self.clone(),
+        }
+    }
+}
+
+pub struct SignalWait {
+    signal: Signal,
+}
+
+impl Future for SignalWait {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let inner = &self.signal.inner;
+        if inner.set.load(Ordering::SeqCst) {
+            return Poll::Ready(());
+        }
+        *inner.waker.lock().unwrap() = Some(cx.waker().clone());
+        if inner.set.load(Ordering::SeqCst) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Counts drops, recording the thread name each happened on.
+#[derive(Clone, Default)]
+pub struct DropLog {
+    pub count: Arc<AtomicUsize>,
+    pub threads: Arc<Mutex<Vec<String>>>,
+}
+
+pub struct DropGuard(DropLog);
+
+impl DropLog {
+    pub fn guard(&self) -> DropGuard {
+        DropGuard(self.clone())
+    }
+    pub fn dropped(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        self.0.threads.lock().unwrap().push(name);
+        self.0.count.fetch_add(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,179 @@
+//! Where tasks run: pinned, round-robin, sticky, local, stealable hints.
+
+mod common;
+
+use std::collections::HashSet;
+use std::rc::Rc;
+
+use common::{runtime, shard};
+use spargio::{block_on, RuntimeError, TaskPlacement};
+
+#[test]
+fn pinned_task_runs_on_its_shard() {
+    let rt = runtime(3);
+    let h = rt.handle();
+    for s in 0..3 {
+        let ran = block_on(h.spawn_pinned(s, async { shard() }).unwrap()).unwrap();
+        assert_eq!(ran, s);
+    }
+}
+
+#[test]
+fn pinned_task_stays_on_its_shard_across_awaits() {
+    let rt = runtime(2);
+    let h = rt.handle();
+    let seen = block_on(
+        h.spawn_pinned(1, async {
+            let mut seen = HashSet::new();
+            for _ in 0..100 {
+                seen.insert(shard());
+                common::yield_now().await;
+            }
+            seen
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(seen, HashSet::from([1]));
+}
+
+#[test]
+fn round_robin_visits_every_shard() {
+    let rt = runtime(3);
+    let h = rt.handle();
+    let shards: HashSet<usize> = (0..9)
+        .map(|_| {
+            h.spawn_with_placement(TaskPlacement::RoundRobin, async { shard() })
+                .unwrap()
+        })
+        .map(|j| block_on(j).unwrap())
+        .collect();
+    assert_eq!(shards, HashSet::from([0, 1, 2]));
+}
+
+#[test]
+fn sticky_key_always_lands_on_the_same_shard() {
+    let rt = runtime(4);
+    let h = rt.handle();
+    let mut distinct = HashSet::new();
+    for key in 0..32u64 {
+        let first = block_on(
+            h.spawn_with_placement(TaskPlacement::Sticky(key), async { shard() })
+                .unwrap(),
+        )
+        .unwrap();
+        for _ in 0..3 {
+            let again = block_on(
+                h.spawn_with_placement(TaskPlacement::Sticky(key), async { shard() })
+                    .unwrap(),
+            )
+            .unwrap();
+            assert_eq!(first, again, "key {key} moved");
+        }
+        distinct.insert(first);
+    }
+    assert!(distinct.len() > 1, "32 keys all on one shard");
+}
+
+#[test]
+fn local_task_may_hold_rc_and_runs_on_its_shard() {
+    let rt = runtime(2);
+    let h = rt.handle();
+    let out = block_on(
+        h.spawn_local_on(1, |ctx| async move {
+            let rc = Rc::new(std::cell::RefCell::new(Vec::new()));
+            let rc2 = rc.clone();
+            let inner = ctx.spawn_local(async move {
+                rc2.borrow_mut().push(shard());
+            });
+            inner.unwrap().await.unwrap();
+            common::yield_now().await;
+            rc.borrow_mut().push(shard());
+            let v = rc.borrow().clone();
+            v
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(out, vec![1, 1]);
+}
+
+#[test]
+fn invalid_shard_is_an_error_not_a_panic() {
+    let rt = runtime(2);
+    let h = rt.handle();
+    assert!(matches!(
+        h.spawn_pinned(2, async {}),
+        Err(RuntimeError::InvalidShard(2))
+    ));
+    assert!(matches!(
+        h.spawn_stealable_on(9, async {}),
+        Err(RuntimeError::InvalidShard(9))
+    ));
+    assert!(matches!(
+        h.spawn_local_on(5, |_| async {}),
+        Err(RuntimeError::InvalidShard(5))
+    ));
+    assert!(matches!(
+        h.spawn_with_placement(TaskPlacement::Pinned(7), async {}),
+        Err(RuntimeError::InvalidShard(7))
+    ));
+}
+
+#[test]
+fn spawns_from_foreign_threads_run() {
+    let rt = runtime(2);
+    let h = rt.handle();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let h = h.clone();
+            std::thread::spawn(move || {
+                let jobs: Vec<_> = (0..250u64)
+                    .map(|i| h.spawn_stealable(async move { t * 1000 + i }).unwrap())
+                    .collect();
+                jobs.into_iter().map(|j| block_on(j).unwrap()).sum::<u64>()
+            })
+        })
+        .collect();
+    let total: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    let want: u64 = (0..4u64)
+        .map(|t| (0..250u64).map(|i| t * 1000 + i).sum::<u64>())
+        .sum();
+    assert_eq!(total, want);
+}
+
+#[test]
+fn stealable_preferred_shard_receives_the_submission_when_idle() {
+    let rt = runtime(2);
+    let h = rt.handle();
+    // Both shards idle: the hint decides where the task is submitted (an
+    // idle shard may still steal it before it runs; that is the point).
+    for s in [0, 1, 1, 0, 1] {
+        let before = h.stats_snapshot().shards[s].counters.spawn_stealable;
+        block_on(h.spawn_stealable_on(s, async {}).unwrap()).unwrap();
+        let after = h.stats_snapshot().shards[s].counters.spawn_stealable;
+        assert_eq!(after, before + 1, "hint {s} not honoured");
+    }
+}
+
+#[test]
+fn a_task_spawning_ten_thousand_children_just_works() {
+    let rt = runtime(2);
+    let h = rt.handle();
+    let h2 = h.clone();
+    let total = block_on(
+        h.spawn_stealable(async move {
+            let children: Vec<_> = (0..10_000u64)
+                .map(|i| h2.spawn_stealable(async move { i }).unwrap())
+                .collect();
+            let mut sum = 0;
+            for c in children {
+                sum += c.await.unwrap();
+            }
+            sum
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(total, (0..10_000u64).sum::<u64>());
+}
