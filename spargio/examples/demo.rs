@@ -33,7 +33,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let h2 = h.clone();
     let per_shard = block_on(h.spawn_pinned(0, async move {
         let branches: Vec<_> = (0..64)
-            .map(|_| h2.spawn_stealable(async { work(200_000); shard() }).unwrap())
+            .map(|_| {
+                h2.spawn_stealable(async {
+                    work(200_000);
+                    shard()
+                })
+                .unwrap()
+            })
             .collect();
         let mut per_shard = vec![0usize; h2.shard_count()];
         for b in branches {
@@ -49,7 +55,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (tx, rx) = mpsc::channel();
         for _ in 0..16 {
             let tx = tx.clone();
-            h2.spawn_stealable_on(0, async move { tx.send(shard()).unwrap() }).unwrap();
+            h2.spawn_stealable_on(0, async move { tx.send(shard()).unwrap() })
+                .unwrap();
         }
         // This task hogs shard 0's thread until all 16 have run elsewhere.
         (0..16).map(|_| rx.recv().unwrap()).collect::<Vec<_>>()

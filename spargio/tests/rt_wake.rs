@@ -20,7 +20,7 @@ fn parking_runtime(shards: usize) -> spargio::Runtime {
 fn ping_pong(rounds: u32, shards: usize) {
     let rt = parking_runtime(shards);
     let h = rt.handle();
-    let last = (shards - 1) as usize;
+    let last = shards - 1;
     let echo = h
         .spawn_pinned(last, async move {
             let ctx = ShardCtx::current().unwrap();

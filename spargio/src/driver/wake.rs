@@ -130,9 +130,8 @@ impl Eventfd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-        Ok(Eventfd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Eventfd { fd })
     }
 
     /// Adds one to the counter, completing the shard's armed read.

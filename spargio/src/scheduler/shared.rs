@@ -183,11 +183,13 @@ impl Shared {
             ..RuntimeStats::default()
         };
         for shard in self.shards.iter() {
-            let mut view = ShardStats::default();
-            view.queue_depth = shard.stealable_backlog();
-            view.command_depth = shard.inbox.len();
-            view.pending_native_ops = shard.pending_ops.load(Ordering::Relaxed);
-            view.ring = shard.features.get().copied().unwrap_or_default();
+            let view = ShardStats {
+                queue_depth: shard.stealable_backlog(),
+                command_depth: shard.inbox.len(),
+                pending_native_ops: shard.pending_ops.load(Ordering::Relaxed),
+                ring: shard.features.get().copied().unwrap_or_default(),
+                ..ShardStats::default()
+            };
             stats.push_shard(&shard.counters, view);
         }
         stats
