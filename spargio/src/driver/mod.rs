@@ -22,7 +22,7 @@ mod user_data;
 mod wake;
 
 pub(crate) use ring::{Ring, RingConfig};
-pub(crate) use wake::{doorbell_entry, Eventfd, Notify, WakeState};
+pub(crate) use wake::{handshake_fence, Eventfd, Notify, WakeState};
 
 use std::io;
 use std::os::fd::RawFd;
@@ -84,7 +84,7 @@ impl Driver {
     /// Queues a `MSG_RING` doorbell to `target`. Submitted by the next
     /// [`Driver::submit`].
     pub(crate) fn push_doorbell(&mut self, target_fd: RawFd, target: ShardId) -> io::Result<()> {
-        let entry = doorbell_entry(target_fd, target);
+        let entry = wake::doorbell_entry(target_fd, target);
         // SAFETY: MSG_RING data carries no pointers; nothing to keep alive.
         unsafe { self.ring.push(&entry) }
     }

@@ -45,7 +45,7 @@ impl Idle {
     /// parked shard unless a spinning shard will pick the work up.
     pub(crate) fn wake_one(&self, shared: &Arc<Shared>, from: ShardId) {
         // Pairs with the fence a parking shard issues after `park_begin`.
-        std::sync::atomic::fence(Ordering::SeqCst);
+        crate::driver::handshake_fence();
         if self.spinning.load(Ordering::SeqCst) > 0 || self.parked.load(Ordering::SeqCst) == 0 {
             return;
         }

@@ -25,14 +25,14 @@
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::run_queue::{Origin, RunQueue};
 use super::steal::StealState;
 use super::{inbox::Command, ShardShared, Shared};
-use crate::driver::Driver;
+use crate::driver::{handshake_fence, Driver};
 use crate::messaging::EventState;
 use crate::runtime::context;
 use crate::stats::Counters;
@@ -296,7 +296,7 @@ impl Worker {
         me.wake.set_parked();
         self.shared.idle.park_begin();
         // Pairs with the fence in `WakeState::notify` / `Idle::wake_one`.
-        fence(Ordering::SeqCst);
+        handshake_fence();
         if !self.work_visible() {
             Counters::bump_local(&self.counters().parks);
             let timeout = self.shared.is_closing().then_some(SHUTDOWN_POLL);
