@@ -86,12 +86,16 @@ counters! {
     doorbells_coalesced,
     /// Times the shard blocked in the kernel.
     parks,
-    /// Messages sent to other shards.
+    /// Messages this shard sent (to any shard).
     ring_msgs_submitted,
+    /// Messages sent to this shard from threads outside the runtime.
+    ring_msgs_injected,
     /// Messages consumed from this shard's event stream.
     ring_msgs_completed,
-    /// Sends refused with `SendError::Backpressure`.
+    /// Sends by this shard refused with `SendError::Backpressure`.
     ring_msgs_backpressure,
+    /// Outside sends to this shard refused with `SendError::Backpressure`.
+    ring_msgs_injected_backpressure,
     /// Spawns refused with `RuntimeError::Overloaded`.
     stealable_backpressure,
 }

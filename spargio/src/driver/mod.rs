@@ -142,6 +142,10 @@ impl Driver {
         Ok(n)
     }
 
+    pub(crate) fn has_failed_doorbells(&self) -> bool {
+        !self.failed_doorbells.is_empty()
+    }
+
     /// Takes the targets whose doorbell `MSG_RING` failed.
     pub(crate) fn take_failed_doorbells(&mut self, out: &mut Vec<ShardId>) {
         out.append(&mut self.failed_doorbells);

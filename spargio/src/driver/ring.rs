@@ -65,8 +65,9 @@ pub(crate) struct Ring {
 }
 
 impl Ring {
-    /// Creates the ring on the calling thread (`SINGLE_ISSUER` binds the ring
-    /// to its creator), falling back flag by flag.
+    /// Creates the ring disabled (`IORING_SETUP_R_DISABLED`), falling back
+    /// flag by flag. The shard thread calls [`Ring::enable`], which makes it
+    /// the ring's single issuer; until then nobody may submit.
     pub(crate) fn new(config: &RingConfig) -> Result<Ring, RuntimeError> {
         let mut wanted = Wanted {
             // DEFER_TASKRUN needs SINGLE_ISSUER and excludes SQPOLL.
@@ -108,6 +109,12 @@ impl Ring {
             skip_cqe_on_success: params.is_feature_skip_cqe_on_success(),
         };
         Ok(Ring { uring, features })
+    }
+
+    /// Enables the ring on the calling thread, which becomes its submitter
+    /// (with `SINGLE_ISSUER`, the only thread allowed to submit).
+    pub(crate) fn enable(&self) -> io::Result<()> {
+        self.uring.submitter().register_enable_rings()
     }
 
     pub(crate) fn fd(&self) -> RawFd {
@@ -218,6 +225,7 @@ impl Ring {
 fn build(config: &RingConfig, wanted: Wanted) -> io::Result<IoUring> {
     let mut builder = IoUring::builder();
     builder.setup_clamp();
+    builder.setup_r_disabled();
     if wanted.sqpoll {
         builder.setup_sqpoll(config.sqpoll_idle_ms.unwrap_or(0));
         if let Some(cpu) = config.sqpoll_cpu {

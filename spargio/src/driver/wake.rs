@@ -120,6 +120,12 @@ impl WakeState {
         }
     }
 
+    /// True when the shard sleeps (or is about to) in the kernel: waking it
+    /// costs a doorbell and a kernel wakeup.
+    pub(crate) fn is_asleep(&self) -> bool {
+        matches!(self.state.load(Ordering::Relaxed), PARKED | NOTIFIED)
+    }
+
     /// Shard side: entering the spin phase.
     pub(crate) fn set_spinning(&self) {
         self.state.store(SPINNING, Ordering::SeqCst);

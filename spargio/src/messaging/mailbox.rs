@@ -3,8 +3,11 @@
 //!
 //! The producer is always the source shard's thread and the consumer the
 //! target shard's thread, so a plain SPSC ring suffices: no CAS, one
-//! release store per batch on each side. Each side caches nothing it does
-//! not own; indices grow without bound and wrap with the mask.
+//! release store per batch on each side. Each side keeps a private copy of
+//! the other side's index and reloads the shared one only when the queue
+//! looks full (producer) or empty (consumer), so a busy pair does not take
+//! a cache miss per message. Indices grow without bound and wrap with the
+//! mask.
 //!
 //! Ordering: the producer writes slots, then stores `tail` with Release;
 //! the consumer loads `tail` with Acquire before reading slots (so it sees
@@ -49,10 +52,28 @@ impl<T> UnsafeCell<T> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Full;
 
+/// One side's index plus its private copy of the other side's.
+#[derive(Debug)]
+struct Side {
+    index: AtomicUsize,
+    cached_other: UnsafeCell<usize>,
+}
+
+impl Side {
+    fn new() -> Side {
+        Side {
+            index: AtomicUsize::new(0),
+            cached_other: UnsafeCell::new(0),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Spsc {
-    head: CachePadded<AtomicUsize>,
-    tail: CachePadded<AtomicUsize>,
+    /// Consumer side: `index` is the head, `cached_other` the last tail seen.
+    head: CachePadded<Side>,
+    /// Producer side: `index` is the tail, `cached_other` the last head seen.
+    tail: CachePadded<Side>,
     slots: Box<[UnsafeCell<u64>]>,
     mask: usize,
 }
@@ -68,8 +89,8 @@ impl Spsc {
     pub(crate) fn new(capacity: usize) -> Spsc {
         let cap = capacity.max(1).next_power_of_two();
         Spsc {
-            head: CachePadded::new(AtomicUsize::new(0)),
-            tail: CachePadded::new(AtomicUsize::new(0)),
+            head: CachePadded::new(Side::new()),
+            tail: CachePadded::new(Side::new()),
             slots: (0..cap).map(|_| UnsafeCell::new(0)).collect(),
             mask: cap - 1,
         }
@@ -85,11 +106,18 @@ impl Spsc {
     ///
     /// Only one thread at a time may call the producer methods.
     pub(crate) unsafe fn push_all(&self, values: &[u64]) -> Result<(), Full> {
-        let tail = self.tail.load(Ordering::Relaxed);
-        // Acquire pairs with the consumer's Release store of `head`.
-        let head = self.head.load(Ordering::Acquire);
+        let tail = self.tail.index.load(Ordering::Relaxed);
+        // SAFETY: `cached_other` of the producer side is only touched by the
+        // (single) producer.
+        let mut head = self.tail.cached_other.with(|p| unsafe { *p });
         if self.capacity() - tail.wrapping_sub(head) < values.len() {
-            return Err(Full);
+            // Acquire pairs with the consumer's Release store of `head`.
+            head = self.head.index.load(Ordering::Acquire);
+            // SAFETY: as above.
+            self.tail.cached_other.with_mut(|p| unsafe { *p = head });
+            if self.capacity() - tail.wrapping_sub(head) < values.len() {
+                return Err(Full);
+            }
         }
         for (i, &v) in values.iter().enumerate() {
             let slot = &self.slots[tail.wrapping_add(i) & self.mask];
@@ -99,8 +127,22 @@ impl Spsc {
         }
         // Release pairs with the consumer's Acquire load of `tail`.
         self.tail
+            .index
             .store(tail.wrapping_add(values.len()), Ordering::Release);
         Ok(())
+    }
+
+    /// Room left, as the producer sees it.
+    ///
+    /// # Safety
+    ///
+    /// Producer only, like [`Spsc::push_all`].
+    pub(crate) unsafe fn free(&self) -> usize {
+        let tail = self.tail.index.load(Ordering::Relaxed);
+        let head = self.head.index.load(Ordering::Acquire);
+        // SAFETY: producer-private field, producer thread.
+        self.tail.cached_other.with_mut(|p| unsafe { *p = head });
+        self.capacity() - tail.wrapping_sub(head)
     }
 
     /// Takes the oldest value.
@@ -109,25 +151,34 @@ impl Spsc {
     ///
     /// Only one thread at a time may call the consumer methods.
     pub(crate) unsafe fn pop(&self) -> Option<u64> {
-        let head = self.head.load(Ordering::Relaxed);
-        // Acquire pairs with the producer's Release store of `tail`.
-        let tail = self.tail.load(Ordering::Acquire);
+        let head = self.head.index.load(Ordering::Relaxed);
+        // SAFETY: `cached_other` of the consumer side is only touched by the
+        // (single) consumer.
+        let mut tail = self.head.cached_other.with(|p| unsafe { *p });
         if head == tail {
-            return None;
+            // Acquire pairs with the producer's Release store of `tail`.
+            tail = self.tail.index.load(Ordering::Acquire);
+            // SAFETY: as above.
+            self.head.cached_other.with_mut(|p| unsafe { *p = tail });
+            if head == tail {
+                return None;
+            }
         }
         let slot = &self.slots[head & self.mask];
         // SAFETY: the slot lies in the published region [head, tail), which
         // the producer does not touch until `head` moves past it.
         let v = slot.with(|p| unsafe { *p });
         // Release pairs with the producer's Acquire load of `head`.
-        self.head.store(head.wrapping_add(1), Ordering::Release);
+        self.head
+            .index
+            .store(head.wrapping_add(1), Ordering::Release);
         Some(v)
     }
 
     /// Messages queued (exact from either end, a hint from elsewhere).
     pub(crate) fn len(&self) -> usize {
-        let tail = self.tail.load(Ordering::Acquire);
-        let head = self.head.load(Ordering::Acquire);
+        let tail = self.tail.index.load(Ordering::Acquire);
+        let head = self.head.index.load(Ordering::Acquire);
         tail.wrapping_sub(head)
     }
 }

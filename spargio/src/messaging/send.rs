@@ -36,22 +36,38 @@ pub(crate) fn send_all(
     if msgs.is_empty() {
         return Ok(());
     }
-    let source = context::current_shard(shared);
-    let res = match source {
-        Some(source) => send_from_shard(shared, source, target, msgs),
-        None => send_from_outside(shared, target, msgs),
-    };
-    let counters = &shared.shards[source.unwrap_or(target)].counters;
-    match res {
-        Ok(()) => {
-            let c = &counters.ring_msgs_submitted;
-            c.fetch_add(msgs.len() as u64, Ordering::Relaxed);
-            shared.notify(target);
+    match context::current_shard(shared) {
+        Some(source) => {
+            let res = send_from_shard(shared, source, target, msgs);
+            let counters = &shared.shards[source].counters;
+            match res {
+                Ok(()) => {
+                    // Single writer: only `source`'s thread sends as `source`.
+                    let c = &counters.ring_msgs_submitted;
+                    c.store(
+                        c.load(Ordering::Relaxed) + msgs.len() as u64,
+                        Ordering::Relaxed,
+                    );
+                    shared.notify(target);
+                }
+                Err(_) => Counters::bump_local(&counters.ring_msgs_backpressure),
+            }
+            res
         }
-        Err(SendError::Backpressure) => Counters::bump_shared(&counters.ring_msgs_backpressure),
-        Err(_) => {}
+        None => {
+            let res = send_from_outside(shared, target, msgs);
+            let counters = &shared.shards[target].counters;
+            match res {
+                Ok(()) => {
+                    let c = &counters.ring_msgs_injected;
+                    c.fetch_add(msgs.len() as u64, Ordering::Relaxed);
+                    shared.notify(target);
+                }
+                Err(_) => Counters::bump_shared(&counters.ring_msgs_injected_backpressure),
+            }
+            res
+        }
     }
-    res
 }
 
 fn send_from_shard(
@@ -61,29 +77,23 @@ fn send_from_shard(
     msgs: &[(u16, u32)],
 ) -> Result<(), SendError> {
     let mailbox = shared.mail.get_or_create(source, target);
-    if msgs.len() > mailbox.capacity() {
+    if let [(tag, val)] = *msgs {
+        // SAFETY: we run on `source`'s shard thread, the only producer of
+        // the (source, target) mailbox.
+        return unsafe { mailbox.push_all(&[pack(tag, val)]) }.map_err(|_| SendError::Backpressure);
+    }
+    // All or nothing: the room must be there up front. Only this thread
+    // adds to the queue, so it cannot shrink before we are done.
+    // SAFETY: producer thread, as above.
+    if unsafe { mailbox.free() } < msgs.len() {
         return Err(SendError::Backpressure);
     }
     let mut words = [0u64; CHUNK];
-    if msgs.len() <= CHUNK {
-        for (w, &(tag, val)) in words.iter_mut().zip(msgs) {
-            *w = pack(tag, val);
-        }
-        // SAFETY: we run on `source`'s shard thread, the only producer of
-        // the (source, target) mailbox.
-        return unsafe { mailbox.push_all(&words[..msgs.len()]) }
-            .map_err(|_| SendError::Backpressure);
-    }
-    // Larger batches: all-or-nothing needs the room up front.
-    if mailbox.capacity() - mailbox.len() < msgs.len() {
-        return Err(SendError::Backpressure);
-    }
     for chunk in msgs.chunks(CHUNK) {
         for (w, &(tag, val)) in words.iter_mut().zip(chunk) {
             *w = pack(tag, val);
         }
-        // SAFETY: as above; room for the whole batch was checked, and only
-        // this thread adds to the queue.
+        // SAFETY: producer thread, as above; room was checked.
         unsafe { mailbox.push_all(&words[..chunk.len()]) }.map_err(|_| SendError::Backpressure)?;
     }
     Ok(())

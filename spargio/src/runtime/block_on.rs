@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
 
 use super::context;
 
@@ -24,6 +25,29 @@ impl Wake for ThreadWaker {
         if !self.notified.swap(true, Ordering::Release) {
             self.thread.unpark();
         }
+    }
+}
+
+/// How long `block_on` polls for a wakeup before sleeping: a futex wake
+/// costs several microseconds (tens on some VMs), and results handed over
+/// by a shard usually arrive sooner than that.
+const SPIN_BEFORE_PARK: Duration = Duration::from_micros(20);
+
+fn wait(parker: &ThreadWaker) {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if parker.notified.swap(false, Ordering::Acquire) {
+            return;
+        }
+        spins += 1;
+        if spins % 64 == 0 && start.elapsed() >= SPIN_BEFORE_PARK {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    while !parker.notified.swap(false, Ordering::Acquire) {
+        thread::park();
     }
 }
 
@@ -62,8 +86,6 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
         if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
             return out;
         }
-        while !parker.notified.swap(false, Ordering::Acquire) {
-            thread::park();
-        }
+        wait(&parker);
     }
 }

@@ -1,9 +1,10 @@
 //! Building, entering and stopping a runtime.
 //!
 //! [`RuntimeBuilder`] validates its knobs into a `Config`; `start` creates
-//! the shared state, spawns one thread per shard, creates each ring on its
-//! own thread (`SINGLE_ISSUER`), and releases the shards only once every
-//! ring fd is published. [`Runtime`] owns the threads; [`RuntimeHandle`] is
+//! the shared state and every ring (disabled, on the building thread, so
+//! setup errors surface from `build`), then spawns one thread per shard.
+//! Each shard enables its own ring, which makes it the ring's single
+//! issuer; `build` returns without waiting for the threads. [`Runtime`] owns the threads; [`RuntimeHandle`] is
 //! the cloneable front door; `context` tracks which shard a thread runs;
 //! [`block_on`] drives a future from a plain thread.
 

@@ -1,15 +1,13 @@
 //! `Runtime`: startup and shutdown.
 
 use std::future::poll_fn;
-use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread;
 
 use super::{Config, RuntimeHandle};
 use crate::driver::{Driver, Eventfd, Ring};
 use crate::error::RuntimeError;
 use crate::scheduler::{ShardShared, Shared, Worker};
-use crate::task::ShardId;
 
 /// A running spargio runtime: one thread and one io_uring ring per shard.
 ///
@@ -75,26 +73,33 @@ impl Drop for Runtime {
             // task returns; waiting here would deadlock. Threads detach.
             return;
         }
-        shared.exit.wait_blocking();
+        // Joining is the wait: a shard thread ends once it has drained.
         self.join_threads();
     }
 }
 
-/// Builds the shared state, starts one thread per shard, and waits until
-/// every ring exists before letting any shard run (a doorbell needs the
-/// target's ring fd, published by `make_driver`).
+/// Builds the shared state and the rings (on this thread, disabled, so
+/// every setup error is reported here), then starts one thread per shard.
+/// Each thread enables its own ring, becoming its single issuer; `build`
+/// does not wait for that. Work submitted meanwhile waits in the shard's
+/// queues, which the shard polls before it ever sleeps.
 pub(crate) fn start(config: Config) -> Result<Runtime, RuntimeError> {
     let n = config.shards;
     let mut deques = Vec::with_capacity(n);
     let mut shards = Vec::with_capacity(n);
+    let mut rings = Vec::with_capacity(n);
     for _ in 0..n {
+        let ring = Ring::new(&config.ring)?;
         let deque = crossbeam_deque::Worker::new_fifo();
         let eventfd = Eventfd::new().map_err(|source| RuntimeError::IoUringUnavailable {
             reason: "could not create the shard's eventfd".into(),
             source,
         })?;
-        shards.push(ShardShared::new(deque.stealer(), eventfd));
+        let shard = ShardShared::new(deque.stealer(), eventfd);
+        shard.set_ring(ring.fd(), ring.features());
+        shards.push(shard);
         deques.push(deque);
+        rings.push(ring);
     }
     let cpus = if config.thread_affinity {
         allowed_cpus()
@@ -102,109 +107,41 @@ pub(crate) fn start(config: Config) -> Result<Runtime, RuntimeError> {
         Vec::new()
     };
     let shared = Arc::new(Shared::new(shards, config));
-    let gate = Arc::new(StartGate::default());
-    let (tx, rx) = mpsc::channel::<Result<(), RuntimeError>>();
     let mut threads = Vec::with_capacity(n);
-    let mut first_error = None;
-    for (id, deque) in deques.into_iter().enumerate() {
-        let (shared_t, gate_t, tx_t) = (shared.clone(), gate.clone(), tx.clone());
+    for (id, (deque, ring)) in deques.into_iter().zip(rings).enumerate() {
+        let shared_t = shared.clone();
         let cpu = (!cpus.is_empty()).then(|| cpus[id % cpus.len()]);
         let name = format!("{}-{id}", shared.config.thread_name);
         let spawned = thread::Builder::new().name(name).spawn(move || {
             if let Some(cpu) = cpu {
                 pin_to_cpu(cpu);
             }
-            let driver = make_driver(&shared_t, id);
-            let report = driver.as_ref().map(drop).map_err(clone_error);
-            let _ = tx_t.send(report);
-            drop(tx_t);
-            if let (Ok(driver), true) = (driver, gate_t.wait()) {
-                Worker::new(shared_t, id, deque, driver).run();
-            }
+            let driver = ring
+                .enable()
+                .and_then(|()| Driver::new(ring, shared_t.shards[id].eventfd.raw()))
+                .unwrap_or_else(|err| panic!("spargio shard {id}: ring start failed: {err}"));
+            Worker::new(shared_t, id, deque, driver).run();
         });
         match spawned {
             Ok(t) => threads.push(t),
             Err(err) => {
-                first_error = Some(RuntimeError::ThreadSpawn(err));
-                break;
+                // Stop the shards that did start; the ones that did not
+                // never will, so count them out of the exit latch.
+                shared.begin_shutdown();
+                for _ in threads.len()..n {
+                    shared.exit.arrive();
+                }
+                for t in threads {
+                    let _ = t.join();
+                }
+                return Err(RuntimeError::ThreadSpawn(err));
             }
         }
     }
-    drop(tx);
-    for report in rx.iter().take(threads.len()) {
-        if let (Err(err), None) = (report, &first_error) {
-            first_error = Some(err);
-        }
-    }
-    if let Some(err) = first_error {
-        gate.decide(false);
-        for t in threads {
-            let _ = t.join();
-        }
-        return Err(err);
-    }
-    gate.decide(true);
     Ok(Runtime {
         handle: RuntimeHandle { shared },
         threads: Mutex::new(threads),
     })
-}
-
-/// Holds shard threads until startup has succeeded (or failed) everywhere.
-#[derive(Debug, Default)]
-struct StartGate {
-    decision: Mutex<Option<bool>>,
-    cond: Condvar,
-}
-
-impl StartGate {
-    fn decide(&self, go: bool) {
-        *self.decision.lock().unwrap_or_else(|p| p.into_inner()) = Some(go);
-        self.cond.notify_all();
-    }
-
-    fn wait(&self) -> bool {
-        let mut decision = self.decision.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(go) = *decision {
-                return go;
-            }
-            decision = self.cond.wait(decision).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-}
-
-fn make_driver(shared: &Shared, id: ShardId) -> Result<Driver, RuntimeError> {
-    let shard = &shared.shards[id];
-    let ring = Ring::new(&shared.config.ring)?;
-    let fd = ring.fd();
-    let features = ring.features();
-    let driver = Driver::new(ring, shard.eventfd.raw()).map_err(|source| {
-        RuntimeError::IoUringUnavailable {
-            reason: "could not arm the shard's eventfd read".into(),
-            source,
-        }
-    })?;
-    shard.set_ring(fd, features);
-    Ok(driver)
-}
-
-/// `RuntimeError` is not `Clone` (it holds an `io::Error`); rebuild it for
-/// the report channel.
-fn clone_error(err: &RuntimeError) -> RuntimeError {
-    match err {
-        RuntimeError::IoUringUnavailable { reason, source } => RuntimeError::IoUringUnavailable {
-            reason: reason.clone(),
-            source: match source.raw_os_error() {
-                Some(code) => std::io::Error::from_raw_os_error(code),
-                None => std::io::Error::new(source.kind(), source.to_string()),
-            },
-        },
-        other => RuntimeError::IoUringUnavailable {
-            reason: other.to_string(),
-            source: std::io::Error::other(other.to_string()),
-        },
-    }
 }
 
 /// CPUs this process may run on, in order.

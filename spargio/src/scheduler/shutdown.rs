@@ -21,7 +21,7 @@
 //!    the ring closes (`Driver::drop`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 
 use super::worker::Worker;
@@ -57,12 +57,11 @@ impl Worker {
     }
 }
 
-/// Counts shards out; lets `Runtime::shutdown` (async) and `Drop`
-/// (blocking) wait for all of them.
+/// Counts shards out; lets `Runtime::shutdown` (async) wait for all of
+/// them without blocking its executor. (`Drop` simply joins the threads.)
 #[derive(Debug)]
 pub(crate) struct ExitLatch {
     state: Mutex<LatchState>,
-    cond: Condvar,
 }
 
 #[derive(Debug)]
@@ -78,7 +77,6 @@ impl ExitLatch {
                 remaining: shards,
                 waiters: Vec::new(),
             }),
-            cond: Condvar::new(),
         }
     }
 
@@ -95,7 +93,6 @@ impl ExitLatch {
             }
             std::mem::take(&mut state.waiters)
         };
-        self.cond.notify_all();
         for waker in waiters {
             waker.wake();
         }
@@ -110,12 +107,5 @@ impl ExitLatch {
             state.waiters.push(cx.waker().clone());
         }
         Poll::Pending
-    }
-
-    pub(crate) fn wait_blocking(&self) {
-        let mut state = self.lock();
-        while state.remaining > 0 {
-            state = self.cond.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
     }
 }
