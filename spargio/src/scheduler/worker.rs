@@ -52,6 +52,8 @@ pub(crate) struct Worker {
     doorbells: RefCell<Vec<ShardId>>,
     pub(super) steal: RefCell<StealState>,
     in_poll: Cell<bool>,
+    /// More shards than CPUs this process may use.
+    oversubscribed: bool,
     pub(crate) id: ShardId,
     pub(crate) shared: Arc<Shared>,
 }
@@ -71,6 +73,7 @@ impl Worker {
             doorbells: RefCell::new(Vec::with_capacity(n)),
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
+            oversubscribed: n > std::thread::available_parallelism().map_or(1, |c| c.get()),
             id,
             shared,
         }
@@ -290,6 +293,11 @@ impl Worker {
                 break;
             }
             polls = polls.wrapping_add(1);
+            if self.oversubscribed {
+                // More shards than CPUs: a spinning shard would take the
+                // CPU from one with work to do. Offer it up each round.
+                std::thread::yield_now();
+            }
             if spin.is_zero() || polls % HOT_POLLS == 0 {
                 if !published {
                     self.me().wake.set_spinning();
