@@ -69,6 +69,8 @@ mod task;
 
 pub use error::{RuntimeError, SendError};
 pub use messaging::{Event, NextEvent, RemoteShard, RingMsg, SendTicket, ShardCtx};
-pub use runtime::{block_on, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle};
+pub use runtime::{
+    block_on, run, run_local_on, run_with, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle,
+};
 pub use stats::{CounterTotals, RingFeatures, RuntimeStats, ShardStats};
 pub use task::{JoinError, JoinHandle, ShardId, TaskPlacement};

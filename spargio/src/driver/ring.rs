@@ -271,3 +271,44 @@ fn classify(err: io::Error, entries: u32) -> RuntimeError {
         source: err,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(errno: i32) -> String {
+        match classify(io::Error::from_raw_os_error(errno), 256) {
+            RuntimeError::IoUringUnavailable { reason, source } => {
+                assert_eq!(source.raw_os_error(), Some(errno));
+                reason
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn setup_failures_name_their_cause() {
+        assert!(reason(libc::EPERM).contains("io_uring_disabled"));
+        assert!(reason(libc::EPERM).contains("seccomp"));
+        assert!(reason(libc::ENOSYS).contains("no io_uring support"));
+        assert!(reason(libc::ENOMEM).contains("RLIMIT_MEMLOCK"));
+        assert!(reason(libc::EINVAL).contains("256 entries"));
+        assert!(reason(libc::EMFILE).contains("file descriptors"));
+    }
+
+    #[test]
+    fn relax_drops_flags_most_demanding_first() {
+        let mut w = Wanted {
+            defer_taskrun: true,
+            taskrun_flag: true,
+            coop_taskrun: true,
+            single_issuer: true,
+            sqpoll: true,
+        };
+        assert!(w.relax());
+        assert!(!w.defer_taskrun && w.taskrun_flag);
+        while w.relax() {}
+        assert!(!w.sqpoll && !w.single_issuer && !w.coop_taskrun);
+        assert!(!w.relax());
+    }
+}

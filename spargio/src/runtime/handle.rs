@@ -47,6 +47,15 @@ impl RuntimeHandle {
 
     /// Runs `fut` on `shard`; it never migrates.
     ///
+    /// The future must be `Send` because it is built on the calling thread;
+    /// for `!Send` state use [`RuntimeHandle::spawn_local_on`]:
+    ///
+    /// ```compile_fail
+    /// # let rt = spargio::Runtime::builder().shards(1).build().unwrap();
+    /// let rc = std::rc::Rc::new(1);
+    /// rt.handle().spawn_pinned(0, async move { *rc });
+    /// ```
+    ///
     /// ```
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let rt = spargio::Runtime::builder().shards(2).build()?;
@@ -74,7 +83,16 @@ impl RuntimeHandle {
 
     /// Runs `fut` on the least-loaded shard (chosen now); idle shards may
     /// steal it before it runs, and it may move whenever it is woken on
-    /// another shard.
+    /// another shard. Hence `Send`:
+    ///
+    /// ```compile_fail
+    /// # let rt = spargio::Runtime::builder().shards(1).build().unwrap();
+    /// rt.handle().spawn_stealable(async {
+    ///     let rc = std::rc::Rc::new(1);
+    ///     std::future::ready(()).await;
+    ///     *rc
+    /// });
+    /// ```
     pub fn spawn_stealable<F>(&self, fut: F) -> Result<JoinHandle<F::Output>, RuntimeError>
     where
         F: Future + Send + 'static,
@@ -137,7 +155,13 @@ impl RuntimeHandle {
 
     /// Builds a `!Send` future on `shard` and runs it there. `init` runs on
     /// the shard with its [`ShardCtx`]; the future it returns may hold
-    /// `Rc`, `RefCell` and other thread-bound state.
+    /// `Rc`, `RefCell` and other thread-bound state. The output crosses
+    /// threads, so it must be `Send`:
+    ///
+    /// ```compile_fail
+    /// # let rt = spargio::Runtime::builder().shards(1).build().unwrap();
+    /// rt.handle().spawn_local_on(0, |_ctx| async { std::rc::Rc::new(1) });
+    /// ```
     ///
     /// ```
     /// use std::rc::Rc;

@@ -6,11 +6,13 @@
 //! Each shard enables its own ring, which makes it the ring's single
 //! issuer; `build` returns without waiting for the threads. [`Runtime`] owns the threads; [`RuntimeHandle`] is
 //! the cloneable front door; `context` tracks which shard a thread runs;
-//! [`block_on`] drives a future from a plain thread.
+//! [`block_on`] drives a future from a plain thread; [`run`], [`run_with`]
+//! and [`run_local_on`] wrap build, run and shutdown in one future.
 
 mod block_on;
 mod builder;
 pub(crate) mod context;
+mod entry;
 mod handle;
 #[allow(clippy::module_inception)]
 mod runtime;
@@ -18,5 +20,6 @@ mod runtime;
 pub use block_on::block_on;
 pub(crate) use builder::Config;
 pub use builder::{BackendKind, RuntimeBuilder};
+pub use entry::{run, run_local_on, run_with};
 pub use handle::RuntimeHandle;
 pub use runtime::Runtime;

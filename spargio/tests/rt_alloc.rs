@@ -1,0 +1,103 @@
+//! Steady-state allocation counts, with a counting global allocator.
+//! One test in this binary, so nothing else allocates concurrently.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use spargio::{block_on, Event, ShardCtx};
+
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocs() -> u64 {
+    ALLOCS.load(Ordering::Relaxed)
+}
+
+#[test]
+fn steady_state_paths_do_not_allocate() {
+    let rt = common::runtime(2);
+    let h = rt.handle();
+    h.spawn_pinned(1, async {
+        let ctx = ShardCtx::current().unwrap();
+        loop {
+            if let Event::RingMsg { from, tag, val } = ctx.next_event().await {
+                ctx.send_raw_nowait(from, tag, val).unwrap();
+            }
+        }
+    })
+    .unwrap();
+    let h2 = h.clone();
+    let (msg_allocs, spawn_allocs, spawns) = block_on(
+        h.spawn_pinned(0, async move {
+            let ctx = ShardCtx::current().unwrap();
+            let round_trips = |n: u32| {
+                let ctx = ctx.clone();
+                async move {
+                    for i in 0..n {
+                        ctx.send_raw_nowait(1, 1, i).unwrap();
+                        ctx.next_event().await;
+                    }
+                }
+            };
+            let spawn_join = |n: u64| {
+                let h2 = h2.clone();
+                async move {
+                    for i in 0..n {
+                        assert_eq!(
+                            h2.spawn_stealable(async move { i }).unwrap().await.unwrap(),
+                            i
+                        );
+                    }
+                }
+            };
+            // Warm up: mailboxes, waiter lists, queues and slabs reach
+            // their steady size.
+            round_trips(1_000).await;
+            spawn_join(1_000).await;
+
+            let before = allocs();
+            round_trips(10_000).await;
+            let msg_allocs = allocs() - before;
+
+            let spawns = 10_000;
+            let before = allocs();
+            spawn_join(spawns).await;
+            (msg_allocs, allocs() - before, spawns)
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    eprintln!("allocations: {msg_allocs} for 10000 message round trips, {spawn_allocs} for {spawns} spawn+join");
+    // Messages: nothing per message, on either shard.
+    assert_eq!(msg_allocs, 0, "message round trips allocated");
+    // Spawns: the task itself (one allocation), plus at most an amortised
+    // queue block now and then.
+    assert!(
+        spawn_allocs <= spawns + spawns / 10,
+        "{spawn_allocs} allocations for {spawns} spawns"
+    );
+}
