@@ -110,3 +110,36 @@ fn skewed_fanout_uses_every_shard() {
     .unwrap();
     assert!(shards[0] > 0 && shards[1] > 0, "{shards:?}");
 }
+
+/// A stealable task woken (not spawned) by a task that then blocks its
+/// thread sits in that shard's LIFO slot; an idle shard must rescue it.
+#[test]
+fn a_woken_task_in_the_lifo_slot_of_a_blocked_shard_is_rescued() {
+    let rt = runtime(2);
+    let h = rt.handle();
+    let go = common::Signal::default();
+    let go2 = go.clone();
+    let (tx, rx) = mpsc::channel();
+    // The stealable waiter, parked on `go`.
+    let waiter = h
+        .spawn_stealable_on(0, async move {
+            go2.wait().await;
+            shard()
+        })
+        .unwrap();
+    while h.stats_snapshot().totals.tasks_polled == 0 {
+        std::thread::yield_now();
+    }
+    // A pinned task on shard 0 wakes it (into shard 0's LIFO slot), then
+    // blocks shard 0 until the waiter has finished somewhere else.
+    let blocker = h
+        .spawn_pinned(0, async move {
+            go.set();
+            let ran_on: usize = rx.recv_timeout(common::HANG).expect("woken task stranded");
+            ran_on
+        })
+        .unwrap();
+    let ran_on = within_hang_bound(move || block_on(waiter).unwrap());
+    tx.send(ran_on).unwrap();
+    assert_eq!(within_hang_bound(move || block_on(blocker).unwrap()), 1);
+}

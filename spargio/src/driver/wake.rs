@@ -126,6 +126,12 @@ impl WakeState {
         matches!(self.state.load(Ordering::Relaxed), PARKED | NOTIFIED)
     }
 
+    /// True while the shard is executing (not idle): the only state in which
+    /// it can get stuck inside one task poll.
+    pub(crate) fn is_running(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == RUNNING
+    }
+
     /// Shard side: entering the spin phase.
     pub(crate) fn set_spinning(&self) {
         self.state.store(SPINNING, Ordering::SeqCst);

@@ -19,6 +19,8 @@ use crate::task::ShardId;
 pub(crate) struct Idle {
     spinning: CachePadded<AtomicUsize>,
     parked: CachePadded<AtomicUsize>,
+    /// Parked shards whose sleep is bounded by the LIFO watchdog.
+    watchers: CachePadded<AtomicUsize>,
     cursor: AtomicUsize,
 }
 
@@ -39,6 +41,27 @@ impl Idle {
 
     pub(crate) fn park_end(&self) {
         self.parked.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn watch_begin(&self) {
+        self.watchers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn watch_end(&self) {
+        self.watchers.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A stealable task entered shard `from`'s LIFO slot. If no idle shard
+    /// is awake or on watchdog duty, wake one so someone can rescue the task
+    /// should `from` get stuck in its current poll. Best effort (relaxed
+    /// reads): a miss only delays a rescue to the next such push.
+    pub(crate) fn ensure_watcher(&self, shared: &Arc<Shared>, from: ShardId) {
+        if self.watchers.load(Ordering::Relaxed) == 0
+            && self.spinning.load(Ordering::Relaxed) == 0
+            && self.parked.load(Ordering::Relaxed) > 0
+        {
+            self.wake_one(shared, from);
+        }
     }
 
     /// Called after stealable work was published by shard `from`: wakes one

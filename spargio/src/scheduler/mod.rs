@@ -3,7 +3,9 @@
 //! Each shard runs [`Worker::run`](worker::Worker) on its own thread. Per
 //! shard there are:
 //!
-//! * a LIFO slot and a FIFO of pinned tasks, touched only by the shard;
+//! * a LIFO slot (the task woken last, run next), which other shards only
+//!   touch to rescue a task stranded behind a stuck poll (`lifo.rs`);
+//! * a FIFO of pinned tasks, touched only by the shard;
 //! * a stealable deque (`crossbeam-deque`, FIFO): the shard pushes and
 //!   pops, other shards steal in batches through its `Stealer`;
 //! * an injector (`crossbeam-deque::Injector`): stealable tasks submitted
@@ -23,6 +25,7 @@
 
 mod idle;
 mod inbox;
+mod lifo;
 mod run_queue;
 mod schedule;
 mod shared;

@@ -4,6 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
+use super::lifo::LifoSlot;
 use crate::task::meta::TaskKind;
 use crate::task::spawn::Runnable;
 
@@ -20,8 +21,9 @@ pub(crate) enum Origin {
     Deque,
 }
 
+/// The shard-owned part; the LIFO slot itself is in `ShardShared` (see
+/// `lifo.rs`) and is passed in.
 pub(crate) struct RunQueue {
-    lifo: Cell<Option<Runnable>>,
     lifo_streak: Cell<u8>,
     pinned: RefCell<VecDeque<Runnable>>,
     deque: crossbeam_deque::Worker<Runnable>,
@@ -31,7 +33,6 @@ pub(crate) struct RunQueue {
 impl RunQueue {
     pub(crate) fn new(deque: crossbeam_deque::Worker<Runnable>) -> RunQueue {
         RunQueue {
-            lifo: Cell::new(None),
             lifo_streak: Cell::new(0),
             pinned: RefCell::new(VecDeque::with_capacity(256)),
             deque,
@@ -44,8 +45,8 @@ impl RunQueue {
     }
 
     /// Puts `r` in the LIFO slot; returns the task it displaced.
-    pub(crate) fn push_lifo(&self, r: Runnable) -> Option<Runnable> {
-        self.lifo.replace(Some(r))
+    pub(crate) fn push_lifo(&self, lifo: &LifoSlot, r: Runnable) -> Option<Runnable> {
+        lifo.swap(Some(r))
     }
 
     /// Appends `r` to the queue of its kind. True when it went to the
@@ -65,8 +66,8 @@ impl RunQueue {
 
     /// Next task: the LIFO slot within its streak bound, then the pinned
     /// queue and the deque in alternation.
-    pub(crate) fn pop(&self) -> Option<(Runnable, Origin)> {
-        if let Some(r) = self.lifo.take() {
+    pub(crate) fn pop(&self, lifo: &LifoSlot) -> Option<(Runnable, Origin)> {
+        if let Some(r) = lifo.take() {
             let streak = self.lifo_streak.get();
             if streak < MAX_LIFO_STREAK {
                 self.lifo_streak.set(streak + 1);
@@ -91,17 +92,13 @@ impl RunQueue {
         }
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        // `Cell` has no peek: take the slot and put it back.
-        let lifo = self.lifo.take();
-        let has_lifo = lifo.is_some();
-        self.lifo.set(lifo);
-        !has_lifo && self.pinned.borrow().is_empty() && self.deque.is_empty()
+    pub(crate) fn is_empty(&self, lifo: &LifoSlot) -> bool {
+        lifo.is_empty() && self.pinned.borrow().is_empty() && self.deque.is_empty()
     }
 
     /// Removes every queued task (shutdown). Dropping them cancels them.
-    pub(crate) fn take_all(&self, out: &mut Vec<Runnable>) {
-        out.extend(self.lifo.take());
+    pub(crate) fn take_all(&self, lifo: &LifoSlot, out: &mut Vec<Runnable>) {
+        out.extend(lifo.take());
         out.extend(self.pinned.borrow_mut().drain(..));
         while let Some(r) = self.deque.pop() {
             out.push(r);

@@ -9,6 +9,7 @@ use crossbeam_utils::CachePadded;
 
 use super::idle::Idle;
 use super::inbox::{Command, Inbox};
+use super::lifo::LifoSlot;
 use super::shutdown::ExitLatch;
 use crate::driver::{Eventfd, Notify, WakeState};
 use crate::messaging::Mailboxes;
@@ -27,6 +28,9 @@ pub(crate) struct ShardShared {
     pub(crate) inject: Injector<Runnable>,
     /// The steal side of the shard's own deque.
     pub(crate) stealer: Stealer<Runnable>,
+    /// The task to run next (see `lifo.rs`). Padded: the owner swaps it on
+    /// every wake-to-run, other shards only read it while idle.
+    pub(crate) lifo: CachePadded<LifoSlot>,
     /// The ring fd, for `MSG_RING` doorbells; -1 until the ring exists.
     ring_fd: AtomicI32,
     pub(crate) eventfd: Eventfd,
@@ -46,6 +50,7 @@ impl ShardShared {
             inbox: Inbox::default(),
             inject: Injector::new(),
             stealer,
+            lifo: CachePadded::new(LifoSlot::new()),
             ring_fd: AtomicI32::new(-1),
             eventfd,
             counters: CachePadded::new(Counters::default()),

@@ -34,7 +34,7 @@ impl Worker {
         }
         let mut doomed = Vec::new();
         loop {
-            self.queue.take_all(&mut doomed);
+            self.queue.take_all(&self.me().lifo, &mut doomed);
             while let Some(r) = self.me().inject.steal().success() {
                 doomed.push(r);
             }

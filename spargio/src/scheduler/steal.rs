@@ -8,23 +8,45 @@
 //! `steal_batch_size` tasks, from the victim's injector first (work not yet
 //! picked up) and then its deque.
 //!
+//! A scan that finds no backlog also looks at the other shards' LIFO
+//! slots: a slot that stays occupied while its shard's poll counter does
+//! not move for `LIFO_RESCUE_AFTER` means that shard is stuck in one poll
+//! (a blocking or very long task) and the task it woke would wait for it.
+//! The scanner takes it: a stealable task runs here, a pinned one is moved
+//! to its own shard's inbox (it still runs only there). Below that
+//! threshold the slot is left alone, so message-passing pairs keep their
+//! locality.
+//!
 //! A scan that finds nothing worth taking adds `steal_fail_cost` to a
 //! penalty clamped to `[steal_backoff_min, steal_backoff_max]`; that many
 //! later scans are skipped. Success resets the penalty to the minimum. When
 //! the victim still has work after the steal, one more idle shard is woken
 //! so the backlog spreads quickly.
 
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
 use crossbeam_deque::Steal;
 
+use super::inbox::Command;
 use super::worker::Worker;
 use crate::stats::Counters;
+use crate::task::meta::TaskKind;
+use crate::task::spawn::Runnable;
 use crate::task::ShardId;
+
+/// How long a shard must stay inside one poll, with a task waiting in its
+/// LIFO slot, before an idle shard takes that task.
+const LIFO_RESCUE_AFTER: Duration = Duration::from_micros(50);
 
 #[derive(Debug)]
 pub(crate) struct StealState {
     cursor: usize,
     cooldown: u32,
     penalty: u32,
+    /// Per shard: its poll count when its LIFO slot was first seen
+    /// occupied, and when.
+    lifo_watch: Vec<Option<(u64, Instant)>>,
 }
 
 impl StealState {
@@ -34,6 +56,7 @@ impl StealState {
             cursor: id % shards.saturating_sub(1).max(1),
             cooldown: 0,
             penalty: 0,
+            lifo_watch: vec![None; shards],
         }
     }
 }
@@ -68,6 +91,11 @@ impl Worker {
             match best {
                 Some(found) => found,
                 None => {
+                    if let Some(rescued) = self.rescue_stuck_lifo(&mut st) {
+                        drop(st);
+                        self.adopt_rescued(rescued);
+                        return true;
+                    }
                     st.penalty =
                         (st.penalty + cfg.fail_cost).clamp(cfg.backoff_min, cfg.backoff_max);
                     st.cooldown = st.penalty;
@@ -117,5 +145,59 @@ impl Worker {
             self.shared.idle.wake_one(&self.shared, self.id);
         }
         true
+    }
+
+    /// Watchdog check from `park`: rescues a stranded LIFO task if one has
+    /// been seen stuck long enough. True when a task was queued here.
+    pub(super) fn rescue_stuck_lifo_now(&self) -> bool {
+        let rescued = self.rescue_stuck_lifo(&mut self.steal.borrow_mut());
+        match rescued {
+            Some(r) => {
+                self.adopt_rescued(r);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes a task from the LIFO slot of a shard stuck in one poll.
+    fn rescue_stuck_lifo(&self, st: &mut StealState) -> Option<Runnable> {
+        for (v, shard) in self.shared.shards.iter().enumerate() {
+            if v == self.id {
+                continue;
+            }
+            if shard.lifo.is_empty() {
+                st.lifo_watch[v] = None;
+                continue;
+            }
+            let polls = shard.counters.tasks_polled.load(Ordering::Relaxed);
+            match st.lifo_watch[v] {
+                Some((seen, since)) if seen == polls => {
+                    if since.elapsed() >= LIFO_RESCUE_AFTER {
+                        st.lifo_watch[v] = None;
+                        if let Some(r) = shard.lifo.take() {
+                            return Some(r);
+                        }
+                    }
+                }
+                _ => st.lifo_watch[v] = Some((polls, Instant::now())),
+            }
+        }
+        None
+    }
+
+    fn adopt_rescued(&self, r: Runnable) {
+        match r.metadata().kind {
+            TaskKind::Stealable => {
+                let stolen = &self.counters().stealable_stolen;
+                stolen.store(stolen.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                self.queue.push_back(r);
+            }
+            TaskKind::Pinned(owner) => {
+                // Still runs only on its shard, once that shard is free.
+                self.shared.shards[owner].inbox.push(Command::Run(r));
+                self.shared.notify(owner);
+            }
+        }
     }
 }

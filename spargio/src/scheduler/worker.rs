@@ -43,6 +43,10 @@ use crate::task::ShardId;
 /// How long a shard in shutdown sleeps between checks for remaining tasks.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(1);
 
+/// Longest sleep of an idle shard while another shard is executing (see
+/// `Worker::park`).
+const LIFO_WATCHDOG: Duration = Duration::from_millis(1);
+
 /// One shard's thread-local core. Field order is drop order: the driver
 /// (and the kernel memory it guards) goes first.
 pub(crate) struct Worker {
@@ -94,7 +98,7 @@ impl Worker {
             self.maintenance();
             let ran = self.run_batch();
             self.flush_doorbells();
-            if ran == 0 && self.queue.is_empty() && !self.steal_work() {
+            if ran == 0 && self.queue.is_empty(&self.me().lifo) && !self.steal_work() {
                 self.idle();
             }
         }
@@ -173,7 +177,7 @@ impl Worker {
     }
 
     fn next_task(&self) -> Option<(Runnable, Origin)> {
-        self.queue.pop().or_else(|| {
+        self.queue.pop(&self.me().lifo).or_else(|| {
             let limit = self.shared.config.steal.batch_size;
             self.me()
                 .inject
@@ -229,7 +233,10 @@ impl Worker {
 
     fn enqueue_local(&self, r: Runnable, lifo: bool) {
         let to_deque = if lifo && self.in_poll.get() {
-            match self.queue.push_lifo(r) {
+            if r.metadata().kind == TaskKind::Stealable && self.shared.shard_count() > 1 {
+                self.shared.idle.ensure_watcher(&self.shared, self.id);
+            }
+            match self.queue.push_lifo(&self.me().lifo, r) {
                 Some(prev) => self.queue.push_back(prev),
                 None => false,
             }
@@ -320,26 +327,65 @@ impl Worker {
     /// One idle poll of every source; true when there is something to run.
     fn poll_sources(&self) -> bool {
         self.maintenance();
-        !self.queue.is_empty() || !self.me().inject.is_empty() || self.shared.is_closing()
+        !self.queue.is_empty(&self.me().lifo)
+            || !self.me().inject.is_empty()
+            || self.shared.is_closing()
     }
 
     /// Spinning to parked, re-check, block (see `driver/wake.rs`).
+    ///
+    /// While another shard is executing tasks, the block is bounded by
+    /// `LIFO_WATCHDOG`: that shard could get stuck in one poll with a task
+    /// waiting in its LIFO slot, and only an idle shard can notice (see
+    /// `steal.rs`). A watchdog wakeup checks the slots and parks again
+    /// without spinning. With every shard idle, the block is unbounded.
     fn park(&self) {
         let me = self.me();
-        self.flush_doorbells();
-        me.wake.set_parked();
-        self.shared.idle.park_begin();
-        // Pairs with the fence in `WakeState::notify` / `Idle::wake_one`.
-        handshake_fence();
-        if !self.work_visible() {
+        loop {
+            self.flush_doorbells();
+            me.wake.set_parked();
+            self.shared.idle.park_begin();
+            // Pairs with the fence in `WakeState::notify` / `Idle::wake_one`.
+            handshake_fence();
+            if self.work_visible() {
+                me.wake.set_running();
+                self.shared.idle.park_end();
+                return;
+            }
             Counters::bump_local(&self.counters().parks);
-            let timeout = self.shared.is_closing().then_some(SHUTDOWN_POLL);
+            let watchdog = !self.shared.is_closing() && self.others_running();
+            let timeout = if self.shared.is_closing() {
+                Some(SHUTDOWN_POLL)
+            } else {
+                watchdog.then_some(LIFO_WATCHDOG)
+            };
+            if watchdog {
+                self.shared.idle.watch_begin();
+            }
             let res = self.driver.borrow_mut().park(timeout);
+            if watchdog {
+                self.shared.idle.watch_end();
+            }
+            let reaped = res.as_ref().map_or(0, |n| *n);
             self.check_ring(res.map(drop));
+            me.wake.set_running();
+            self.shared.idle.park_end();
+            self.retry_failed_doorbells();
+            if !watchdog || reaped > 0 || self.work_visible() || self.rescue_stuck_lifo_now() {
+                return;
+            }
+            // A quiet watchdog wakeup: straight back to sleep.
+            me.wake.set_spinning();
+            self.shared.idle.spin_begin();
         }
-        me.wake.set_running();
-        self.shared.idle.park_end();
-        self.retry_failed_doorbells();
+    }
+
+    fn others_running(&self) -> bool {
+        self.shared
+            .shards
+            .iter()
+            .enumerate()
+            .any(|(i, s)| i != self.id && s.wake.is_running())
     }
 
     /// The re-check of step 2 of the handshake: any reason not to sleep.
@@ -348,7 +394,7 @@ impl Worker {
         self.shared.is_closing()
             || !me.inbox.is_empty()
             || !me.inject.is_empty()
-            || !self.queue.is_empty()
+            || !self.queue.is_empty(&self.me().lifo)
             || self.events_pending()
             || self.driver.borrow_mut().has_completions()
             || self.stealable_elsewhere()
