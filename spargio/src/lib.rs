@@ -66,6 +66,7 @@ mod runtime;
 mod scheduler;
 mod stats;
 mod task;
+pub mod time;
 
 pub use error::{RuntimeError, SendError};
 pub use messaging::{Event, NextEvent, RemoteShard, RingMsg, SendTicket, ShardCtx};
@@ -74,3 +75,4 @@ pub use runtime::{
 };
 pub use stats::{CounterTotals, RingFeatures, RuntimeStats, ShardStats};
 pub use task::{JoinError, JoinHandle, ShardId, TaskPlacement};
+pub use time::{sleep, sleep_until, timeout, timeout_at};

@@ -127,6 +127,11 @@ pub struct ShardStats {
     pub pending_native_ops: usize,
     /// The ring features this shard obtained.
     pub ring: RingFeatures,
+    /// Timers armed in this shard's wheel and not yet fired.
+    pub timers_armed: usize,
+    /// Timer slots the wheel's storage holds (it shrinks back after a
+    /// storm of timers is gone).
+    pub timer_capacity: usize,
 }
 
 /// A snapshot of the runtime's counters, from

@@ -11,6 +11,7 @@ use crate::stats::{Counters, RuntimeStats};
 use crate::task::meta::TaskKind;
 use crate::task::spawn;
 use crate::task::{JoinHandle, ShardId, TaskPlacement};
+use crate::time::Sleep;
 
 /// A cheap, cloneable handle to a runtime. `Send + Sync`: use it from any
 /// thread, including threads of other runtimes (a tokio task can spawn
@@ -199,6 +200,27 @@ impl RuntimeHandle {
         Counters::bump_shared(&self.shared.shards[shard].counters.spawn_local);
         scheduler::submit_pinned(&self.shared, shard, runnable);
         Ok(handle)
+    }
+
+    /// A [`Sleep`] usable from any thread, including threads outside the
+    /// runtime: it is armed in the timer wheel of one of this runtime's
+    /// shards (no helper thread).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # fn main() -> Result<(), spargio::RuntimeError> {
+    /// let rt = spargio::Runtime::builder().shards(1).build()?;
+    /// spargio::block_on(rt.handle().sleep(Duration::from_millis(2)));
+    /// # Ok(()) }
+    /// ```
+    pub fn sleep(&self, duration: std::time::Duration) -> Sleep {
+        self.sleep_until(crate::time::deadline_after(duration))
+    }
+
+    /// Like [`RuntimeHandle::sleep`], until `deadline`.
+    pub fn sleep_until(&self, deadline: std::time::Instant) -> Sleep {
+        Sleep::until_on(deadline, self.shared.clone())
     }
 
     /// A snapshot of the runtime's counters.

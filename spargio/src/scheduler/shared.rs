@@ -19,6 +19,8 @@ use crate::task::meta::TaskKind;
 use crate::task::registry::Registry;
 use crate::task::spawn::Runnable;
 use crate::task::ShardId;
+use crate::time::timers::ShardTimers;
+use crate::time::Clock;
 
 /// What other threads may touch of one shard.
 pub(crate) struct ShardShared {
@@ -41,6 +43,7 @@ pub(crate) struct ShardShared {
     /// Messages from outside the runtime queued and not yet consumed.
     pub(crate) external_msgs: AtomicUsize,
     pub(crate) features: OnceLock<RingFeatures>,
+    pub(crate) timers: ShardTimers,
 }
 
 impl ShardShared {
@@ -58,6 +61,7 @@ impl ShardShared {
             pending_ops: CachePadded::new(AtomicUsize::new(0)),
             external_msgs: AtomicUsize::new(0),
             features: OnceLock::new(),
+            timers: ShardTimers::new(),
         }
     }
 
@@ -87,6 +91,7 @@ pub(crate) struct Shared {
     pub(crate) mail: Mailboxes,
     pub(crate) idle: Idle,
     pub(crate) exit: ExitLatch,
+    pub(crate) clock: Clock,
     closing: AtomicBool,
     rr: CachePadded<AtomicUsize>,
 }
@@ -98,6 +103,7 @@ impl Shared {
             mail: Mailboxes::new(n, config.msg_queue_capacity),
             idle: Idle::default(),
             exit: ExitLatch::new(n),
+            clock: Clock::new(),
             shards: shards.into_boxed_slice(),
             config,
             closing: AtomicBool::new(false),
@@ -188,7 +194,10 @@ impl Shared {
             ..RuntimeStats::default()
         };
         for shard in self.shards.iter() {
+            let (timers_armed, timer_capacity) = shard.timers.usage();
             let view = ShardStats {
+                timers_armed,
+                timer_capacity,
                 queue_depth: shard.stealable_backlog(),
                 command_depth: shard.inbox.len(),
                 pending_native_ops: shard.pending_ops.load(Ordering::Relaxed),

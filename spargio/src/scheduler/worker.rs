@@ -54,6 +54,7 @@ pub(crate) struct Worker {
     pub(super) queue: RunQueue,
     pub(crate) events: RefCell<EventState>,
     doorbells: RefCell<Vec<ShardId>>,
+    fired: RefCell<Vec<std::task::Waker>>,
     pub(super) steal: RefCell<StealState>,
     in_poll: Cell<bool>,
     /// More shards than CPUs this process may use.
@@ -75,6 +76,7 @@ impl Worker {
             queue: RunQueue::new(deque),
             events: RefCell::new(EventState::new(n)),
             doorbells: RefCell::new(Vec::with_capacity(n)),
+            fired: RefCell::new(Vec::new()),
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
             oversubscribed: n > std::thread::available_parallelism().map_or(1, |c| c.get()),
@@ -105,11 +107,34 @@ impl Worker {
         self.shutdown();
     }
 
-    /// Steps 1 and 2: inbox, completions, message waiters.
+    /// Steps 1 and 2: inbox, completions, timers, message waiters.
     fn maintenance(&self) {
         self.drain_inbox();
         self.poll_driver();
+        self.fire_timers();
         self.deliver_events();
+    }
+
+    /// Wakes the tasks whose timers are due (reads the clock only when a
+    /// timer is armed).
+    fn fire_timers(&self) {
+        let timers = &self.me().timers;
+        if timers.next_tick().is_none() {
+            return;
+        }
+        let mut fired = std::mem::take(&mut *self.fired.borrow_mut());
+        timers.fire_due(self.shared.clock.now_tick(), &mut fired);
+        for waker in fired.drain(..) {
+            waker.wake();
+        }
+        *self.fired.borrow_mut() = fired;
+    }
+
+    fn timer_due(&self) -> bool {
+        self.me()
+            .timers
+            .next_tick()
+            .is_some_and(|next| next <= self.shared.clock.now_tick())
     }
 
     fn drain_inbox(&self) {
@@ -354,10 +379,21 @@ impl Worker {
             }
             Counters::bump_local(&self.counters().parks);
             let watchdog = !self.shared.is_closing() && self.others_running();
-            let timeout = if self.shared.is_closing() {
+            let bound = if self.shared.is_closing() {
                 Some(SHUTDOWN_POLL)
             } else {
                 watchdog.then_some(LIFO_WATCHDOG)
+            };
+            // Read after the handshake fence: a timer armed from another
+            // thread either shows up here or rings us (see time/timers.rs).
+            let timer = self
+                .me()
+                .timers
+                .next_tick()
+                .map(|t| self.shared.clock.until_tick(t));
+            let timeout = match (bound, timer) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
             };
             if watchdog {
                 self.shared.idle.watch_begin();
@@ -396,6 +432,7 @@ impl Worker {
             || !me.inject.is_empty()
             || !self.queue.is_empty(&self.me().lifo)
             || self.events_pending()
+            || self.timer_due()
             || self.driver.borrow_mut().has_completions()
             || self.stealable_elsewhere()
     }

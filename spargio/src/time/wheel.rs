@@ -217,7 +217,9 @@ impl Wheel {
     }
 
     fn file(&mut self, key: u32) {
-        let deadline = self.entries[key as usize].deadline.min(self.elapsed + MAX_TICKS);
+        let deadline = self.entries[key as usize]
+            .deadline
+            .min(self.elapsed + MAX_TICKS);
         let masked = (self.elapsed ^ deadline) | (SLOTS as u64 - 1);
         let significant = 63 - masked.leading_zeros();
         let level = ((significant / SLOT_BITS) as usize).min(LEVELS - 1);
@@ -276,15 +278,28 @@ mod tests {
     #[test]
     fn timers_fire_at_their_tick_never_before() {
         let mut w = Wheel::new();
-        let deadlines = [1u64, 2, 63, 64, 65, 100, 4095, 4096, 4097, 300_000, 20_000_000];
-        let keys: Vec<_> = deadlines.iter().map(|&d| (d, w.insert(d, Some(noop())))).collect();
+        let deadlines = [
+            1u64, 2, 63, 64, 65, 100, 4095, 4096, 4097, 300_000, 20_000_000,
+        ];
+        let keys: Vec<_> = deadlines
+            .iter()
+            .map(|&d| (d, w.insert(d, Some(noop()))))
+            .collect();
         let mut now = 0;
         for &(d, key) in &keys {
             // One tick before: not fired.
             fire(&mut w, d - 1);
-            assert_eq!(w.poll(key, &noop()), TimerState::Pending, "deadline {d} fired early");
+            assert_eq!(
+                w.poll(key, &noop()),
+                TimerState::Pending,
+                "deadline {d} fired early"
+            );
             fire(&mut w, d);
-            assert_eq!(w.poll(key, &noop()), TimerState::Fired, "deadline {d} not fired");
+            assert_eq!(
+                w.poll(key, &noop()),
+                TimerState::Fired,
+                "deadline {d} not fired"
+            );
             now = d;
         }
         assert_eq!(w.armed(), 0);
@@ -331,7 +346,9 @@ mod tests {
         // Deterministic LCG so failures reproduce.
         let mut seed = 0x2545_F491_4F6C_DD1Du64;
         let mut rand = move |n: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) % n
         };
         let mut w = Wheel::new();
@@ -340,7 +357,8 @@ mod tests {
         for _ in 0..20_000 {
             match rand(4) {
                 0 | 1 => {
-                    let d = now + 1 + rand(if rand(10) == 0 { 10_000_000 } else { 5000 });
+                    let span = if rand(10) == 0 { 10_000_000 } else { 5000 };
+                    let d = now + 1 + rand(span);
                     model.push((d, w.insert(d, None)));
                 }
                 2 if !model.is_empty() => {
