@@ -65,6 +65,7 @@ mod messaging;
 mod runtime;
 mod scheduler;
 mod stats;
+pub mod sync;
 mod task;
 pub mod time;
 

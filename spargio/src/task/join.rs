@@ -114,7 +114,7 @@ enum Repr {
 }
 
 impl JoinError {
-    fn cancelled() -> JoinError {
+    pub(crate) fn cancelled() -> JoinError {
         JoinError {
             repr: Repr::Cancelled,
         }
