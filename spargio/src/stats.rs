@@ -64,6 +64,9 @@ counters! {
     spawn_stealable,
     /// `!Send` local tasks spawned.
     spawn_local,
+    /// Blocking closures spawned (counted on the shard that spawned them,
+    /// or shard 0 from outside).
+    spawn_blocking,
     /// Task polls run.
     tasks_polled,
     /// Polls of stealable tasks.
@@ -145,6 +148,12 @@ pub struct RuntimeStats {
     pub shards: Vec<ShardStats>,
     /// The effective (clamped) victim stride of the steal scan.
     pub steal_victim_stride: usize,
+    /// Blocking-pool threads alive.
+    pub blocking_threads: usize,
+    /// Blocking-pool threads waiting for work.
+    pub blocking_idle: usize,
+    /// Blocking jobs queued, not yet started.
+    pub blocking_queued: usize,
 }
 
 impl RuntimeStats {

@@ -62,6 +62,8 @@ pub struct RuntimeBuilder {
     steal_backoff_max: u32,
     msg_ring_queue_capacity: usize,
     spin_before_park: Duration,
+    max_blocking_threads: usize,
+    blocking_keep_alive: Duration,
 }
 
 impl Default for RuntimeBuilder {
@@ -88,6 +90,8 @@ impl Default for RuntimeBuilder {
             steal_backoff_max: 16,
             msg_ring_queue_capacity: 4096,
             spin_before_park: Duration::from_micros(50),
+            max_blocking_threads: 512,
+            blocking_keep_alive: Duration::from_secs(10),
         }
     }
 }
@@ -241,6 +245,20 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Most threads the blocking pool may run at once (jobs beyond that
+    /// queue). Default 512.
+    pub fn max_blocking_threads(mut self, n: usize) -> Self {
+        self.max_blocking_threads = n;
+        self
+    }
+
+    /// How long an idle blocking-pool thread waits for work before it
+    /// exits. Default 10 s.
+    pub fn blocking_keep_alive(mut self, keep_alive: Duration) -> Self {
+        self.blocking_keep_alive = keep_alive;
+        self
+    }
+
     /// Validates the configuration, creates one ring per shard (on the
     /// shard's own thread) and starts the shards.
     pub fn build(self) -> Result<Runtime, RuntimeError> {
@@ -296,6 +314,9 @@ impl RuntimeBuilder {
                 format!("{lo} exceeds steal_backoff_max {hi}"),
             ));
         }
+        if self.max_blocking_threads == 0 {
+            return Err(invalid("max_blocking_threads", "must be at least 1".into()));
+        }
         if self.thread_name.contains('\0') {
             return Err(invalid("thread_name", "contains a NUL byte".into()));
         }
@@ -315,6 +336,8 @@ impl RuntimeBuilder {
             stealable_queue_capacity: self.stealable_queue_capacity,
             msg_queue_capacity: self.msg_ring_queue_capacity,
             spin_before_park: self.spin_before_park,
+            max_blocking_threads: self.max_blocking_threads,
+            blocking_keep_alive: self.blocking_keep_alive,
             steal: StealConfig {
                 budget: self.steal_budget,
                 victim_stride: self.steal_victim_stride.clamp(1, others),
@@ -339,6 +362,8 @@ pub(crate) struct Config {
     pub(crate) stealable_queue_capacity: Option<usize>,
     pub(crate) msg_queue_capacity: usize,
     pub(crate) spin_before_park: Duration,
+    pub(crate) max_blocking_threads: usize,
+    pub(crate) blocking_keep_alive: Duration,
     pub(crate) steal: StealConfig,
 }
 

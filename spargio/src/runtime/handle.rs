@@ -202,6 +202,32 @@ impl RuntimeHandle {
         Ok(handle)
     }
 
+    /// Runs a blocking closure on the blocking pool, never on a shard.
+    /// A panic in `f` is reported by the handle as a `JoinError`.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let rt = spargio::Runtime::builder().shards(1).build()?;
+    /// let len = rt.handle().spawn_blocking(|| std::fs::read_dir(".").map(|d| d.count()))?;
+    /// assert!(spargio::block_on(len)?.is_ok());
+    /// # Ok(()) }
+    /// ```
+    pub fn spawn_blocking<F, R>(&self, f: F) -> Result<JoinHandle<R>, RuntimeError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        if self.shared.is_closing() {
+            return Err(RuntimeError::Shutdown);
+        }
+        let home = crate::runtime::context::current_shard(&self.shared).unwrap_or(0);
+        let (runnable, handle) =
+            spawn::build(&self.shared, TaskKind::Blocking, home, async move { f() })?;
+        Counters::bump_shared(&self.shared.shards[home].counters.spawn_blocking);
+        self.shared.blocking.schedule(runnable);
+        Ok(handle)
+    }
+
     /// A [`Sleep`] usable from any thread, including threads outside the
     /// runtime: it is armed in the timer wheel of one of this runtime's
     /// shards (no helper thread).

@@ -61,6 +61,7 @@ impl RunQueue {
                 self.deque.push(r);
                 true
             }
+            TaskKind::Blocking => unreachable!("blocking tasks are scheduled on the blocking pool"),
         }
     }
 

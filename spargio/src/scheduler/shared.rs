@@ -15,6 +15,7 @@ use crate::driver::{Eventfd, Notify, WakeState};
 use crate::messaging::Mailboxes;
 use crate::runtime::{context, Config};
 use crate::stats::{Counters, RingFeatures, RuntimeStats, ShardStats};
+use crate::task::blocking::BlockingPool;
 use crate::task::meta::TaskKind;
 use crate::task::registry::Registry;
 use crate::task::spawn::Runnable;
@@ -92,6 +93,7 @@ pub(crate) struct Shared {
     pub(crate) idle: Idle,
     pub(crate) exit: ExitLatch,
     pub(crate) clock: Clock,
+    pub(crate) blocking: BlockingPool,
     closing: AtomicBool,
     rr: CachePadded<AtomicUsize>,
 }
@@ -104,6 +106,11 @@ impl Shared {
             idle: Idle::default(),
             exit: ExitLatch::new(n),
             clock: Clock::new(),
+            blocking: BlockingPool::new(
+                config.max_blocking_threads,
+                config.blocking_keep_alive,
+                format!("{}-blocking", config.thread_name),
+            ),
             shards: shards.into_boxed_slice(),
             config,
             closing: AtomicBool::new(false),
@@ -125,6 +132,7 @@ impl Shared {
         // Release pairs with the Acquire in `is_closing`.
         let first = !self.closing.swap(true, Ordering::AcqRel);
         if first {
+            self.blocking.shutdown();
             for shard in self.shards.iter() {
                 shard.eventfd.ring();
             }
@@ -178,6 +186,7 @@ impl Shared {
                 let target = super::steer::choose(self, None, None);
                 self.inject_stealable(target, runnable);
             }
+            TaskKind::Blocking => self.blocking.schedule(runnable),
         }
     }
 
@@ -189,8 +198,12 @@ impl Shared {
     }
 
     pub(crate) fn stats(&self) -> RuntimeStats {
+        let (blocking_threads, blocking_idle, blocking_queued) = self.blocking.usage();
         let mut stats = RuntimeStats {
             steal_victim_stride: self.config.steal.victim_stride,
+            blocking_threads,
+            blocking_idle,
+            blocking_queued,
             ..RuntimeStats::default()
         };
         for shard in self.shards.iter() {

@@ -193,6 +193,7 @@ impl Worker {
                 stolen.store(stolen.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                 self.queue.push_back(r);
             }
+            TaskKind::Blocking => self.shared.blocking.schedule(r),
             TaskKind::Pinned(owner) => {
                 // Still runs only on its shard, once that shard is free.
                 self.shared.shards[owner].inbox.push(Command::Run(r));

@@ -245,6 +245,7 @@ impl Worker {
             TaskKind::Pinned(owner) if owner != self.id => {
                 self.shared.schedule_remote(r, TaskKind::Pinned(owner));
             }
+            TaskKind::Blocking => self.shared.blocking.schedule(r),
             _ => self.enqueue_local(r, !yielded),
         }
     }

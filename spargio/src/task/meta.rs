@@ -13,6 +13,8 @@ pub(crate) enum TaskKind {
     Pinned(ShardId),
     /// `Send`; runs wherever the scheduler puts it.
     Stealable,
+    /// A blocking closure; runs only on the blocking pool.
+    Blocking,
 }
 
 /// Header data of every task.

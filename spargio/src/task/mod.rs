@@ -13,6 +13,7 @@
 //! wakers). The registry is what lets shutdown find and drop tasks that are
 //! parked on a waker nobody will ever fire, so no task outlives its runtime.
 
+pub(crate) mod blocking;
 mod harness;
 mod join;
 pub(crate) mod meta;
