@@ -70,6 +70,14 @@ mod task;
 pub mod time;
 
 pub use error::{RuntimeError, SendError};
+#[cfg(feature = "macros")]
+pub use spargio_macros::{main, test};
+
+/// Used by the macros' expansion; not public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::runtime::block_on;
+}
 pub use messaging::{Event, NextEvent, RemoteShard, RingMsg, SendTicket, ShardCtx};
 pub use runtime::{
     block_on, run, run_local_on, run_with, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle,

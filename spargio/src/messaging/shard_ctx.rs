@@ -64,6 +64,13 @@ impl ShardCtx {
         })
     }
 
+    /// A handle to the runtime this shard belongs to.
+    pub fn handle(&self) -> crate::RuntimeHandle {
+        crate::RuntimeHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
     /// This shard's index.
     pub fn shard_id(&self) -> ShardId {
         self.id

@@ -1,0 +1,177 @@
+//! `#[spargio::main]` and `#[spargio::test]`: run an `async fn` on a fresh
+//! spargio runtime.
+//!
+//! The function body runs on shard 0 (built through
+//! `spargio::run_local_on`), so it may hold `!Send` state across awaits; its
+//! return value travels back to the calling thread and must be `Send`. It
+//! may take a `spargio::RuntimeHandle` parameter. Arguments:
+//! `shards = N` (a positive integer literal) and `backend = "io_uring"`.
+//! Anything else is a compile error pointing at the offending tokens.
+
+#![warn(missing_docs, unreachable_pub)]
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as Tokens};
+use quote::{quote, quote_spanned};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, FnArg, ItemFn, Lit, Meta, Token};
+
+/// Turns `async fn main()` (optionally `async fn main(handle:
+/// RuntimeHandle) -> R`) into a synchronous `main` that builds a runtime,
+/// runs the body on shard 0 and shuts the runtime down. Panics if the
+/// runtime cannot be built.
+///
+/// ```ignore
+/// #[spargio::main(shards = 2)]
+/// async fn main(handle: spargio::RuntimeHandle) -> std::io::Result<()> {
+///     let n = handle.spawn_stealable(async { 21 * 2 }).unwrap().await.unwrap();
+///     assert_eq!(n, 42);
+///     Ok(())
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item: Tokens = item.into();
+    expand(args.into(), item.clone(), false)
+        .unwrap_or_else(|e| with_stand_in(e, item))
+        .into()
+}
+
+/// Like [`main`](macro@main), for `#[test]` functions: each test gets its
+/// own runtime.
+#[proc_macro_attribute]
+pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item: Tokens = item.into();
+    expand(args.into(), item.clone(), true)
+        .unwrap_or_else(|e| with_stand_in(e, item))
+        .into()
+}
+
+/// The error plus an empty function of the same name, so the user sees
+/// the error we report and not a follow-on "`main` function not found".
+fn with_stand_in(err: syn::Error, item: Tokens) -> Tokens {
+    let err = err.to_compile_error();
+    match syn::parse2::<ItemFn>(item) {
+        Ok(func) => {
+            let name = &func.sig.ident;
+            quote!(#err fn #name() {})
+        }
+        Err(_) => err,
+    }
+}
+
+struct Args {
+    shards: Option<Tokens>,
+}
+
+fn parse_args(args: Tokens) -> syn::Result<Args> {
+    let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args)?;
+    let mut shards = None;
+    for meta in metas {
+        let Meta::NameValue(nv) = &meta else {
+            return Err(syn::Error::new(
+                meta.span(),
+                "expected `shards = N` or `backend = \"io_uring\"`",
+            ));
+        };
+        let name = nv
+            .path
+            .get_ident()
+            .map(|i| i.to_string())
+            .unwrap_or_default();
+        match (name.as_str(), &nv.value) {
+            (
+                "shards",
+                Expr::Lit(ExprLit {
+                    lit: Lit::Int(n), ..
+                }),
+            ) => {
+                if shards.is_some() {
+                    return Err(syn::Error::new(nv.span(), "`shards` given twice"));
+                }
+                if n.base10_parse::<usize>()? == 0 {
+                    return Err(syn::Error::new(n.span(), "`shards` must be at least 1"));
+                }
+                shards = Some(quote_spanned!(n.span()=> #n));
+            }
+            ("shards", other) => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "`shards` takes a positive integer literal",
+                ));
+            }
+            (
+                "backend",
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(s), ..
+                }),
+            ) if s.value() == "io_uring" => {}
+            ("backend", other) => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "the only backend is \"io_uring\"",
+                ));
+            }
+            _ => {
+                return Err(syn::Error::new(
+                    nv.path.span(),
+                    format!("unknown argument `{name}`: expected `shards` or `backend`"),
+                ));
+            }
+        }
+    }
+    Ok(Args { shards })
+}
+
+fn expand(args: Tokens, item: Tokens, is_test: bool) -> syn::Result<Tokens> {
+    let args = parse_args(args)?;
+    let func: ItemFn = syn::parse2(item)?;
+    let sig = &func.sig;
+    if sig.asyncness.is_none() {
+        return Err(syn::Error::new(
+            sig.fn_token.span(),
+            "the function must be `async`",
+        ));
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        return Err(syn::Error::new(
+            sig.generics.span(),
+            "the function cannot be generic",
+        ));
+    }
+    if sig.inputs.len() > 1 {
+        return Err(syn::Error::new(
+            sig.inputs.iter().nth(1).span(),
+            "expected no parameters or one `RuntimeHandle` parameter",
+        ));
+    }
+    let param = match sig.inputs.first() {
+        None => quote!(_: ::spargio::RuntimeHandle),
+        Some(FnArg::Typed(pt)) => quote!(#pt),
+        Some(FnArg::Receiver(r)) => {
+            return Err(syn::Error::new(r.span(), "`self` is not allowed here"));
+        }
+    };
+    let attrs = &func.attrs;
+    let vis = &func.vis;
+    let name = &sig.ident;
+    let output = &sig.output;
+    let body = &func.block;
+    let shards = args.shards.map(|n| quote!(.shards(#n)));
+    let test_attr = is_test.then(|| quote!(#[::core::prelude::v1::test]));
+    let span = Span::call_site();
+    Ok(quote_spanned! {span=>
+        #test_attr
+        #(#attrs)*
+        #vis fn #name() #output {
+            let __builder = ::spargio::RuntimeBuilder::new() #shards;
+            ::spargio::__private::block_on(::spargio::run_local_on(__builder, 0, |__ctx: ::spargio::ShardCtx| {
+                let __entry = |#param| async move #body;
+                __entry(__ctx.handle())
+            }))
+            .expect("spargio runtime failed to start")
+        }
+    })
+}

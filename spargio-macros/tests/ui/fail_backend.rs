@@ -1,0 +1,2 @@
+#[spargio::main(backend = "epoll")]
+async fn main() {}

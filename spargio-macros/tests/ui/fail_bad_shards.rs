@@ -1,0 +1,2 @@
+#[spargio::main(shards = "two")]
+async fn main() {}

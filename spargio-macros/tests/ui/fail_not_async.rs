@@ -1,0 +1,2 @@
+#[spargio::main]
+fn main() {}

@@ -1,0 +1,2 @@
+#[spargio::main]
+async fn main(a: spargio::RuntimeHandle, b: u32) {}

@@ -1,0 +1,2 @@
+#[spargio::main(threads = 2)]
+async fn main() {}

@@ -1,0 +1,2 @@
+#[spargio::main(shards = 0)]
+async fn main() {}
