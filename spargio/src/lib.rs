@@ -59,6 +59,7 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("spargio runs on Linux only: it is built on io_uring");
 
+pub mod boundary;
 mod driver;
 mod error;
 mod messaging;
