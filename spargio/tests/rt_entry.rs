@@ -67,3 +67,21 @@ fn block_on_refuses_to_run_on_a_shard() {
     assert!(err.is_panic());
     assert!(err.to_string().contains("shard thread"), "{err}");
 }
+
+#[test]
+fn run_is_usable_from_inside_another_executor() {
+    // As in a `#[tokio::main]`: tokio drives spargio's `run` future.
+    let tk = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let out = tk
+        .block_on(run_with(
+            RuntimeBuilder::new().shards(2),
+            |handle| async move {
+                let a = handle.spawn_pinned(1, async { 40 }).unwrap();
+                a.await.unwrap() + 2
+            },
+        ))
+        .unwrap();
+    assert_eq!(out, 42);
+}
