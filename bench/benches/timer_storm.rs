@@ -37,7 +37,7 @@ async fn storm_one<F: Future<Output = ()>>(i: usize, a: F, b: impl FnOnce() -> F
         Poll::Ready(())
     })
     .await;
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         drop(a);
         b().await;
     } else {
