@@ -191,12 +191,12 @@ impl RuntimeHandle {
             let ctx = ShardCtx::current().expect("local task polled off its shard");
             init(ctx).await
         };
-        // SAFETY: pinned to `shard`, so only polled and dropped on its
-        // thread. Before its first poll the future holds only `init`, which
-        // is `Send`, so creating it here and moving it there is sound. The
-        // output is `Send`, so the handle may go anywhere.
-        let (runnable, handle) =
-            unsafe { spawn::build_unchecked(&self.shared, TaskKind::Pinned(shard), shard, fut)? };
+        // Before its first poll the future holds only `init` (`Send`), so
+        // building it here and moving it to `shard` is sound.
+        let kind = TaskKind::Pinned(shard);
+        // SAFETY: pinned, so only polled and dropped on `shard`'s thread;
+        // the output is `Send`, so the handle may go anywhere.
+        let (runnable, handle) = unsafe { spawn::build_unchecked(&self.shared, kind, shard, fut)? };
         Counters::bump_shared(&self.shared.shards[shard].counters.spawn_local);
         scheduler::submit_pinned(&self.shared, shard, runnable);
         Ok(handle)

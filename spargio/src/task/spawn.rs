@@ -57,11 +57,10 @@ where
     }
     let entry = inner.tasks.vacant_entry();
     let meta = TaskMeta::new(shared.clone(), kind, home, entry.key());
-    // SAFETY:
-    // - thread affinity of `!Send` futures is the caller's contract;
-    // - the future borrows only the task's metadata, which async-task keeps
-    //   alive (in the task header) for as long as the future exists;
-    // - the schedule function is a plain `fn`, `Send + Sync + 'static`.
+    // The schedule function is a plain `fn` (`Send + Sync + 'static`).
+    // SAFETY: thread affinity of `!Send` futures is the caller's contract;
+    // the future borrows only the task's metadata, which async-task keeps
+    // alive in the task header for as long as the future exists.
     let (runnable, task) = unsafe {
         Builder::new().metadata(meta).spawn_unchecked(
             |meta| Harness::new(fut, meta),
