@@ -20,7 +20,7 @@ pub(crate) struct EventState {
 }
 
 impl EventState {
-    pub(crate) fn new(_shards: usize) -> EventState {
+    pub(crate) fn new() -> EventState {
         EventState {
             waiters: Vec::new(),
             external: VecDeque::new(),

@@ -74,7 +74,7 @@ impl Worker {
         Worker {
             driver: RefCell::new(driver),
             queue: RunQueue::new(deque),
-            events: RefCell::new(EventState::new(n)),
+            events: RefCell::new(EventState::new()),
             doorbells: RefCell::new(Vec::with_capacity(n)),
             fired: RefCell::new(Vec::new()),
             steal: RefCell::new(StealState::new(id, n)),
