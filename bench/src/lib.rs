@@ -6,11 +6,8 @@
 use std::future::Future;
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 /// CPU-bound filler work: `iters` rounds of multiply + xorshift over a
 /// `u64`. The input and the result go through [`black_box`], so the loop
@@ -80,44 +77,6 @@ impl Future for YieldNow {
     }
 }
 
-struct ThreadWaker {
-    thread: Thread,
-    notified: AtomicBool,
-}
-
-impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        if !self.notified.swap(true, Ordering::Release) {
-            self.thread.unpark();
-        }
-    }
-}
-
-/// A minimal thread-parking `block_on` for runtime-agnostic futures (for
-/// example a `tokio::sync::oneshot::Receiver` awaited from a plain
-/// thread). Same mechanism as `spargio::block_on`.
-pub fn park_block_on<F: Future>(fut: F) -> F::Output {
-    let mut fut = pin!(fut);
-    let parker = Arc::new(ThreadWaker {
-        thread: thread::current(),
-        notified: AtomicBool::new(false),
-    });
-    let waker = Waker::from(parker.clone());
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
-            return out;
-        }
-        while !parker.notified.swap(false, Ordering::Acquire) {
-            thread::park();
-        }
-    }
-}
-
 /// The cargo target directory the benchmarks write to: `$CARGO_TARGET_DIR`
 /// when set (criterion uses the same variable), else the workspace's
 /// `target/`.
@@ -151,8 +110,8 @@ mod tests {
     }
 
     #[test]
-    fn yield_now_and_park_block_on() {
-        park_block_on(async {
+    fn yield_now_yields_once() {
+        spargio::block_on(async {
             yield_now().await;
         });
     }

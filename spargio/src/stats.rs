@@ -106,7 +106,12 @@ counters! {
 impl Counters {
     /// Bumps a counter only the owning shard writes.
     pub(crate) fn bump_local(counter: &AtomicU64) {
-        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        Counters::add_local(counter, 1);
+    }
+
+    /// Adds to a counter only the owning shard writes (no read-modify-write).
+    pub(crate) fn add_local(counter: &AtomicU64, n: u64) {
+        counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
     }
 
     /// Bumps a counter several threads write.

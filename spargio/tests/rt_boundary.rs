@@ -118,13 +118,28 @@ fn a_timed_out_call_is_reported_to_the_server_as_canceled() {
     assert!(!req.is_canceled());
     req.respond(20).unwrap();
     assert_eq!(block_on(fresh), Ok(20));
-    // A caller that drops its ticket: respond says Canceled, nothing panics.
+    // A caller that drops its ticket while queued: the request is skipped
+    // (counted as canceled), so the server sees nothing to serve.
+    let canceled = boundary::stats_snapshot().canceled;
     drop(client.try_call(3).unwrap());
     let req = block_on(server.recv_timeout(Duration::from_millis(50)));
-    assert!(req.is_err() || req.as_ref().unwrap().is_canceled());
-    if let Ok(req) = req {
-        assert_eq!(req.respond(30), Err(BoundaryError::Canceled));
-    }
+    assert_eq!(req.unwrap_err(), BoundaryError::Timeout);
+    assert!(boundary::stats_snapshot().canceled > canceled);
+}
+
+#[test]
+fn responding_after_the_caller_left_reports_canceled() {
+    let (client, server) = boundary::channel::<u8, u8>(4);
+    let ticket = client.try_call(7).unwrap();
+    let req = block_on(server.recv()).unwrap();
+    assert!(!req.is_canceled());
+    // The caller gives up while the server holds the request.
+    assert_eq!(
+        block_on(ticket.wait_timeout(Duration::from_millis(5))),
+        Err(BoundaryError::Timeout)
+    );
+    assert!(req.is_canceled());
+    assert_eq!(req.respond(70), Err(BoundaryError::Canceled));
 }
 
 #[test]

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use super::shard_ctx::send_many_typed;
 use super::{send, RingMsg, SendTicket};
 use crate::error::SendError;
 use crate::scheduler::Shared;
@@ -66,7 +65,7 @@ impl RemoteShard {
 
     /// Typed [`RemoteShard::send_many_raw_nowait`].
     pub fn send_many_nowait<M: RingMsg>(&self, msgs: &[M]) -> Result<(), SendError> {
-        send_many_typed(&self.shared, self.target, msgs)
+        send::send_many_typed(&self.shared, self.target, msgs)
     }
 
     /// Barrier: on a shard, resolves once this shard's pending doorbells

@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::mailbox::pack;
+use super::RingMsg;
 use crate::error::SendError;
 use crate::runtime::context;
 use crate::scheduler::{Command, Shared};
@@ -68,6 +69,24 @@ pub(crate) fn send_all(
             res
         }
     }
+}
+
+/// Encodes typed messages (on the stack for up to `CHUNK`) and sends them
+/// all or none.
+pub(crate) fn send_many_typed<M: RingMsg>(
+    shared: &Arc<Shared>,
+    target: ShardId,
+    msgs: &[M],
+) -> Result<(), SendError> {
+    if msgs.len() <= CHUNK {
+        let mut buf = [(0u16, 0u32); CHUNK];
+        for (slot, msg) in buf.iter_mut().zip(msgs) {
+            *slot = msg.encode();
+        }
+        return send_all(shared, target, &buf[..msgs.len()]);
+    }
+    let encoded: Vec<(u16, u32)> = msgs.iter().map(RingMsg::encode).collect();
+    send_all(shared, target, &encoded)
 }
 
 fn send_from_shard(

@@ -158,7 +158,7 @@ impl ShardCtx {
         target: ShardId,
         msgs: &[M],
     ) -> Result<(), SendError> {
-        send_many_typed(&self.shared, target, msgs)
+        send::send_many_typed(&self.shared, target, msgs)
     }
 
     /// A barrier: resolves once every doorbell this shard owes for earlier
@@ -191,24 +191,6 @@ impl ShardCtx {
             f(w)
         })
     }
-}
-
-/// Packs typed messages in stack chunks and sends them all or none.
-pub(crate) fn send_many_typed<M: RingMsg>(
-    shared: &Arc<Shared>,
-    target: ShardId,
-    msgs: &[M],
-) -> Result<(), SendError> {
-    const CHUNK: usize = 64;
-    if msgs.len() <= CHUNK {
-        let mut buf = [(0u16, 0u32); CHUNK];
-        for (slot, msg) in buf.iter_mut().zip(msgs) {
-            *slot = msg.encode();
-        }
-        return send::send_all(shared, target, &buf[..msgs.len()]);
-    }
-    let encoded: Vec<(u16, u32)> = msgs.iter().map(RingMsg::encode).collect();
-    send::send_all(shared, target, &encoded)
 }
 
 /// Future returned by [`ShardCtx::next_event`].

@@ -135,11 +135,7 @@ impl Worker {
         drop(st);
         let moved = deque.len().saturating_sub(before) + 1;
         Counters::bump_local(&counters.steal_success);
-        let total = &counters.stealable_stolen;
-        total.store(
-            total.load(std::sync::atomic::Ordering::Relaxed) + moved as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        Counters::add_local(&counters.stealable_stolen, moved as u64);
         self.queue.push_back(r);
         if shard.stealable_backlog() > cfg.locality_margin {
             self.shared.idle.wake_one(&self.shared, self.id);
@@ -189,8 +185,7 @@ impl Worker {
     fn adopt_rescued(&self, r: Runnable) {
         match r.metadata().kind {
             TaskKind::Stealable => {
-                let stolen = &self.counters().stealable_stolen;
-                stolen.store(stolen.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                Counters::bump_local(&self.counters().stealable_stolen);
                 self.queue.push_back(r);
             }
             TaskKind::Blocking => self.shared.blocking.schedule(r),
