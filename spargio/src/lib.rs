@@ -60,9 +60,11 @@
 compile_error!("spargio runs on Linux only: it is built on io_uring");
 
 pub mod boundary;
+pub mod buf;
 mod driver;
 mod error;
 mod messaging;
+mod op;
 mod runtime;
 mod scheduler;
 mod stats;

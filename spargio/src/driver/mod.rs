@@ -12,26 +12,41 @@
 //!   instead: a wake is never dropped.
 //! * `EventfdRead`: an outside thread rang us; the read is re-armed.
 //!
-//! Kernel-visible memory: the only buffer the kernel writes here is the
-//! 8-byte eventfd read target. It is boxed and owned by the driver, and
+//! * `Op`: a native operation's final completion, handed to the shard's
+//!   [`OpTable`] (see `lifecycle.rs` for what happens next).
+//! * `Detached`: cancels and closes whose result nobody needs.
+//!
+//! Operation SQEs that do not fit in the submission queue (it is full and
+//! the kernel will not take more right now, e.g. while completions
+//! overflow) wait in a FIFO backlog that is flushed, in order, before
+//! anything else is pushed: a submission is never dropped.
+//!
+//! Kernel-visible memory: operations' memory is kept alive by the op table.
+//! The only buffer the driver itself hands the kernel is the 8-byte eventfd
+//! read target. It is boxed and owned by the driver, and
 //! [`Driver::quiesce`] completes the armed read (by ringing our own eventfd)
 //! and reaps it when the driver is dropped, before the buffer is freed.
 
+pub(crate) mod lifecycle;
+pub(crate) mod ops_table;
 mod ring;
 mod user_data;
 mod wake;
 
+pub(crate) use lifecycle::Outcome;
+pub(crate) use ops_table::{OpKey, OpTable, Phase, Reaped};
 pub(crate) use ring::{Ring, RingConfig};
+pub(crate) use user_data::{Tag, UserData};
 pub(crate) use wake::{handshake_fence, Eventfd, Notify, WakeState};
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use io_uring::{opcode, types};
+use io_uring::{opcode, squeue, types};
 
 use crate::task::ShardId;
-use user_data::{Tag, UserData};
 
 /// One shard's ring plus the internal operations kept on it.
 pub(crate) struct Driver {
@@ -41,6 +56,11 @@ pub(crate) struct Driver {
     eventfd_armed: bool,
     /// Doorbells whose `MSG_RING` failed; to be rung by eventfd instead.
     failed_doorbells: Vec<ShardId>,
+    /// Operation SQEs waiting for room in the submission queue.
+    backlog: VecDeque<squeue::Entry>,
+    /// Operation completions of the current reap, before they are handed
+    /// to the op table under one lock.
+    op_cqes: Vec<(OpKey, Outcome)>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -62,6 +82,8 @@ impl Driver {
             eventfd_buf: Box::new(0),
             eventfd_armed: false,
             failed_doorbells: Vec::new(),
+            backlog: VecDeque::new(),
+            op_cqes: Vec::new(),
         };
         driver.arm_eventfd()?;
         driver.ring.submit()?;
@@ -89,22 +111,53 @@ impl Driver {
         unsafe { self.ring.push(&entry) }
     }
 
+    /// Queues an operation's SQE (behind any backlog, so order is kept).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Ring::push`]: every address in `entry` stays valid until its
+    /// final CQE is reaped (the op table's job for `Op` entries).
+    pub(crate) unsafe fn push_op(&mut self, entry: squeue::Entry) {
+        if self.backlog.is_empty() {
+            // SAFETY: forwarded from this function's contract.
+            match unsafe { self.ring.push(&entry) } {
+                Ok(()) => return,
+                Err(_) => {}
+            }
+        }
+        self.backlog.push_back(entry);
+    }
+
+    /// Moves backlogged SQEs into the ring while it has room.
+    fn flush_backlog(&mut self) {
+        while let Some(entry) = self.backlog.front() {
+            // SAFETY: backlog entries were accepted by `push_op` under its
+            // contract; their memory is still owned by the op table.
+            if unsafe { self.ring.push(entry) }.is_err() {
+                return;
+            }
+            self.backlog.pop_front();
+        }
+    }
+
     /// Hands queued SQEs to the kernel and runs deferred task work.
     pub(crate) fn submit(&mut self) -> io::Result<()> {
+        self.flush_backlog();
         self.ring.submit().map(drop)
     }
 
     pub(crate) fn has_unsubmitted(&mut self) -> bool {
-        self.ring.unsubmitted() > 0
+        self.ring.unsubmitted() > 0 || !self.backlog.is_empty()
     }
 
     /// Non-blocking: enters the kernel only when that makes progress, then
     /// reaps. Returns the number of CQEs reaped.
-    pub(crate) fn poll(&mut self) -> io::Result<usize> {
+    pub(crate) fn poll(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
+        self.flush_backlog();
         if self.ring.needs_enter() {
             self.ring.submit()?;
         }
-        self.reap()
+        self.reap(ops, out)
     }
 
     /// True when a CQE (a doorbell, a completion) is waiting to be reaped.
@@ -114,17 +167,29 @@ impl Driver {
 
     /// Blocks in the kernel until a CQE arrives or `timeout` passes, then
     /// reaps. Returns the number of CQEs reaped.
-    pub(crate) fn park(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+    pub(crate) fn park(
+        &mut self,
+        timeout: Option<Duration>,
+        ops: &OpTable,
+        out: &mut Reaped,
+    ) -> io::Result<usize> {
+        self.flush_backlog();
         self.ring.wait(timeout)?;
-        self.reap()
+        self.reap(ops, out)
     }
 
-    fn reap(&mut self) -> io::Result<usize> {
+    fn reap(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
         let mut rearm = false;
         let failed = &mut self.failed_doorbells;
-        let n = self.ring.reap(|raw, res, _flags| {
+        let op_cqes = &mut self.op_cqes;
+        let n = self.ring.reap(|raw, res, flags| {
             let ud = UserData::from_raw(raw);
             match ud.tag() {
+                Some(Tag::Op) => op_cqes.push((
+                    OpKey::from_payload(ud.payload()),
+                    Outcome::Kernel { result: res, flags },
+                )),
+                Some(Tag::Detached) => {}
                 Some(Tag::Doorbell) => {}
                 Some(Tag::DoorbellSend) => {
                     if res < 0 {
@@ -135,6 +200,9 @@ impl Driver {
                 None => debug_assert!(false, "CQE with unknown user_data {raw:#x}"),
             }
         });
+        if !self.op_cqes.is_empty() {
+            ops.complete_batch(self.op_cqes.drain(..), out);
+        }
         if rearm {
             self.eventfd_armed = false;
             self.arm_eventfd()?;
@@ -160,6 +228,8 @@ impl Driver {
             self.ring.wait(Some(Duration::from_millis(10)))?;
             let mut done = false;
             self.ring.reap(|raw, _res, _flags| {
+                // Only internal operations remain: the op table was quiesced
+                // by the shard's shutdown before the driver is dropped.
                 if UserData::from_raw(raw).tag() == Some(Tag::EventfdRead) {
                     done = true;
                 }

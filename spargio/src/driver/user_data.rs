@@ -1,8 +1,8 @@
 //! Typed io_uring `user_data`.
 //!
 //! The top byte is a [`Tag`] saying what the completion belongs to; the low
-//! 56 bits are a tag-specific payload (a shard index, later an op-table slot
-//! and generation). No magic sentinel values.
+//! 56 bits are a tag-specific payload (a shard index, an op-table slot and
+//! generation). No magic sentinel values.
 
 /// What a completion queue entry belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +17,12 @@ pub(crate) enum Tag {
     /// The read kept armed on this shard's eventfd (wakeups from threads
     /// outside the runtime).
     EventfdRead = 3,
+    /// A native operation; payload: op-table slot and generation
+    /// ([`OpKey`](super::ops_table::OpKey)).
+    Op = 4,
+    /// An `ASYNC_CANCEL` (or other fire-and-forget SQE such as the close of
+    /// a dropped file) whose completion carries nothing we need.
+    Detached = 5,
 }
 
 impl Tag {
@@ -25,6 +31,8 @@ impl Tag {
             1 => Some(Tag::Doorbell),
             2 => Some(Tag::DoorbellSend),
             3 => Some(Tag::EventfdRead),
+            4 => Some(Tag::Op),
+            5 => Some(Tag::Detached),
             _ => None,
         }
     }

@@ -1,11 +1,15 @@
 //! A shard's inbox: the MPSC queue for work that must run on that shard.
 //!
-//! Carries wakes of pinned tasks from other threads and messages sent from
-//! outside the runtime. Stealable work never goes here (it goes to the
+//! Carries wakes of pinned tasks from other threads, messages sent from
+//! outside the runtime, and native operations (and their cancels) that
+//! another thread submitted to this shard's ring. Stealable work never goes here (it goes to the
 //! shard's injector, where idle shards can steal it).
 
 use crossbeam_queue::SegQueue;
 
+use io_uring::squeue;
+
+use crate::driver::OpKey;
 use crate::task::spawn::Runnable;
 
 /// One inbox entry.
@@ -14,6 +18,11 @@ pub(crate) enum Command {
     Run(Runnable),
     /// A message from a thread outside the runtime.
     Message { tag: u16, val: u32 },
+    /// An operation to push into this shard's ring. Its op-table entry
+    /// (phase `Queued`) keeps the memory the SQE points into alive.
+    Submit { key: OpKey, sqe: squeue::Entry },
+    /// Cancel this operation if it is still in the ring.
+    Cancel { key: OpKey },
 }
 
 #[derive(Default)]

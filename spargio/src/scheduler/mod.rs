@@ -10,7 +10,10 @@
 //!   pops, other shards steal in batches through its `Stealer`;
 //! * an injector (`crossbeam-deque::Injector`): stealable tasks submitted
 //!   from other threads; any shard may take from it;
-//! * an inbox (`SegQueue`): pinned wakes and messages from other threads.
+//! * an inbox (`SegQueue`): pinned wakes, messages and native operations
+//!   from other threads;
+//! * an op table of native operations in flight on its ring (`ops.rs`,
+//!   `driver/lifecycle.rs`).
 //!
 //! The deque grows on demand, so a task spawning thousands of children
 //! never fails for lack of room; `stealable_queue_capacity` is only an
@@ -26,6 +29,7 @@
 mod idle;
 mod inbox;
 mod lifo;
+mod ops;
 mod run_queue;
 mod schedule;
 mod shared;
@@ -37,4 +41,5 @@ mod worker;
 pub(crate) use inbox::Command;
 pub(crate) use schedule::{admit_stealable, schedule, submit_pinned, submit_stealable};
 pub(crate) use shared::{ShardShared, Shared};
+pub(crate) use steer::choose_op_lane;
 pub(crate) use worker::Worker;

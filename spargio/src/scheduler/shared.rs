@@ -11,7 +11,7 @@ use super::idle::Idle;
 use super::inbox::{Command, Inbox};
 use super::lifo::LifoSlot;
 use super::shutdown::ExitLatch;
-use crate::driver::{Eventfd, Notify, WakeState};
+use crate::driver::{Eventfd, Notify, OpTable, WakeState};
 use crate::messaging::Mailboxes;
 use crate::runtime::{context, Config};
 use crate::stats::{Counters, RingFeatures, RuntimeStats, ShardStats};
@@ -39,8 +39,9 @@ pub(crate) struct ShardShared {
     pub(crate) eventfd: Eventfd,
     pub(crate) counters: CachePadded<Counters>,
     pub(crate) registry: Registry,
-    /// Native ops in flight on this shard's ring (steering input).
-    pub(crate) pending_ops: CachePadded<AtomicUsize>,
+    /// Native operations submitted to this shard's ring (their `pending()`
+    /// count is a steering input).
+    pub(crate) ops: OpTable,
     /// Messages from outside the runtime queued and not yet consumed.
     pub(crate) external_msgs: AtomicUsize,
     pub(crate) features: OnceLock<RingFeatures>,
@@ -59,7 +60,7 @@ impl ShardShared {
             eventfd,
             counters: CachePadded::new(Counters::default()),
             registry: Registry::default(),
-            pending_ops: CachePadded::new(AtomicUsize::new(0)),
+            ops: OpTable::default(),
             external_msgs: AtomicUsize::new(0),
             features: OnceLock::new(),
             timers: ShardTimers::new(),
@@ -213,7 +214,7 @@ impl Shared {
                 timer_capacity,
                 queue_depth: shard.stealable_backlog(),
                 command_depth: shard.inbox.len(),
-                pending_native_ops: shard.pending_ops.load(Ordering::Relaxed),
+                pending_native_ops: shard.ops.pending(),
                 ring: shard.features.get().copied().unwrap_or_default(),
                 ..ShardStats::default()
             };

@@ -16,9 +16,10 @@
 //! 3. Stop when no task is left in any shard's registry, napping in the
 //!    kernel between rounds: a shard must keep draining while others may
 //!    still route tasks to it.
-//! 4. Drop unconsumed messages, count this shard out of the exit latch.
-//!    The driver then completes and reaps its internal operations before
-//!    the ring closes (`Driver::drop`).
+//! 4. Drop unconsumed messages; close the op table, cancel and reap every
+//!    native operation still in the ring (`ops.rs`); count this shard out
+//!    of the exit latch. The driver then completes and reaps its internal
+//!    operations before the ring closes (`Driver::drop`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
@@ -53,6 +54,7 @@ impl Worker {
             }
         }
         self.events.borrow_mut().clear(&self.shared, self.id);
+        self.quiesce_ops();
         self.shared.exit.arrive();
     }
 }

@@ -11,18 +11,15 @@
 //! wakeup, several microseconds), then round-robin. A preferred shard keeps
 //! the task while its load is within `steal_locality_margin` of the best.
 
-use std::sync::atomic::Ordering;
-
 use super::{ShardShared, Shared};
 use crate::task::ShardId;
 
-fn load(shard: &ShardShared) -> usize {
-    shard.stealable_backlog() + shard.pending_ops.load(Ordering::Relaxed)
+fn task_load(shard: &ShardShared) -> usize {
+    shard.stealable_backlog() + shard.ops.pending()
 }
 
-/// Load, then asleep-ness, compared lexicographically.
-fn rank(shard: &ShardShared) -> (usize, bool) {
-    (load(shard), shard.wake.is_asleep())
+fn op_load(shard: &ShardShared) -> usize {
+    shard.ops.pending()
 }
 
 /// Picks the shard for a stealable task submitted from `current` (a shard
@@ -32,6 +29,27 @@ pub(crate) fn choose(
     current: Option<ShardId>,
     preferred: Option<ShardId>,
 ) -> ShardId {
+    choose_by(shared, current, preferred, task_load)
+}
+
+/// Picks the ring for an unbound native operation: the same rules, with the
+/// operations in flight on each ring as the load.
+pub(crate) fn choose_op_lane(
+    shared: &Shared,
+    current: Option<ShardId>,
+    preferred: Option<ShardId>,
+) -> ShardId {
+    choose_by(shared, current, preferred, op_load)
+}
+
+fn choose_by(
+    shared: &Shared,
+    current: Option<ShardId>,
+    preferred: Option<ShardId>,
+    load: fn(&ShardShared) -> usize,
+) -> ShardId {
+    // Load, then asleep-ness, compared lexicographically.
+    let rank = |shard: &ShardShared| (load(shard), shard.wake.is_asleep());
     let n = shared.shard_count();
     if n == 1 {
         return 0;

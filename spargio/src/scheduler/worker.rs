@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use super::run_queue::{Origin, RunQueue};
 use super::steal::StealState;
 use super::{inbox::Command, ShardShared, Shared};
-use crate::driver::{handshake_fence, Driver};
+use crate::driver::{handshake_fence, Driver, Reaped};
 use crate::messaging::EventState;
 use crate::runtime::context;
 use crate::stats::Counters;
@@ -50,11 +50,17 @@ const LIFO_WATCHDOG: Duration = Duration::from_millis(1);
 /// One shard's thread-local core. Field order is drop order: the driver
 /// (and the kernel memory it guards) goes first.
 pub(crate) struct Worker {
-    driver: RefCell<Driver>,
+    pub(super) driver: RefCell<Driver>,
     pub(super) queue: RunQueue,
     pub(crate) events: RefCell<EventState>,
     doorbells: RefCell<Vec<ShardId>>,
     fired: RefCell<Vec<std::task::Waker>>,
+    /// Follow-up of the last reap: wakers to call and orphaned resources to
+    /// drop, outside the driver borrow (see `ops.rs`).
+    pub(super) reaped: RefCell<Reaped>,
+    /// Operation SQEs pushed while the driver was borrowed (see
+    /// `Worker::push_sqe`).
+    pub(super) staged: RefCell<Vec<io_uring::squeue::Entry>>,
     pub(super) steal: RefCell<StealState>,
     in_poll: Cell<bool>,
     /// More shards than CPUs this process may use.
@@ -77,6 +83,8 @@ impl Worker {
             events: RefCell::new(EventState::new()),
             doorbells: RefCell::new(Vec::with_capacity(n)),
             fired: RefCell::new(Vec::new()),
+            reaped: RefCell::new(Reaped::default()),
+            staged: RefCell::new(Vec::new()),
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
             oversubscribed: n > std::thread::available_parallelism().map_or(1, |c| c.get()),
@@ -151,6 +159,8 @@ impl Worker {
                 Some(Command::Message { tag, val }) => {
                     self.events.borrow_mut().push_external(tag, val);
                 }
+                Some(Command::Submit { key, sqe }) => self.push_remote_op(key, sqe),
+                Some(Command::Cancel { key }) => self.cancel_remote_op(key),
                 None => break,
             }
         }
@@ -158,12 +168,18 @@ impl Worker {
 
     /// Non-blocking submit-and-reap, then retries failed doorbells.
     fn poll_driver(&self) {
-        let res = self.driver.borrow_mut().poll();
+        let res = {
+            let mut reaped = self.reaped.borrow_mut();
+            self.driver
+                .borrow_mut()
+                .poll(&self.me().ops, &mut reaped)
+        };
         self.check_ring(res.map(drop));
+        self.settle_reaped();
         self.retry_failed_doorbells();
     }
 
-    fn check_ring(&self, res: std::io::Result<()>) {
+    pub(super) fn check_ring(&self, res: std::io::Result<()>) {
         if let Err(err) = res {
             // The ring is our own and its fd valid for our whole life: an
             // error here means the kernel refused a well-formed request.
@@ -171,7 +187,7 @@ impl Worker {
         }
     }
 
-    fn retry_failed_doorbells(&self) {
+    pub(super) fn retry_failed_doorbells(&self) {
         let mut failed = Vec::new();
         {
             let mut driver = self.driver.borrow_mut();
@@ -290,6 +306,7 @@ impl Worker {
     pub(crate) fn flush_doorbells(&self) {
         let mut doorbells = self.doorbells.borrow_mut();
         let mut driver = self.driver.borrow_mut();
+        self.flush_staged(&mut driver);
         for target in doorbells.drain(..) {
             let shard = &self.shared.shards[target];
             Counters::bump_shared(&shard.counters.doorbells_sent);
@@ -399,7 +416,7 @@ impl Worker {
             if watchdog {
                 self.shared.idle.watch_begin();
             }
-            let res = self.driver.borrow_mut().park(timeout);
+            let res = self.park_driver(timeout);
             if watchdog {
                 self.shared.idle.watch_end();
             }
@@ -453,7 +470,7 @@ impl Worker {
     /// to drop their tasks).
     pub(super) fn nap(&self) {
         self.flush_doorbells();
-        let res = self.driver.borrow_mut().park(Some(SHUTDOWN_POLL));
+        let res = self.park_driver(Some(SHUTDOWN_POLL));
         self.check_ring(res.map(drop));
         self.retry_failed_doorbells();
     }
@@ -465,6 +482,10 @@ impl Worker {
                 Command::Message { .. } => {
                     self.me().external_msgs.fetch_sub(1, Ordering::Relaxed);
                 }
+                // Operations still go to the ring: the op table fails or
+                // cancels them when it closes (see `ops.rs`).
+                Command::Submit { key, sqe } => self.push_remote_op(key, sqe),
+                Command::Cancel { key } => self.cancel_remote_op(key),
             }
         }
     }

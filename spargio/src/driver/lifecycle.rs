@@ -1,0 +1,102 @@
+//! The life of one native operation, from the op table's point of view.
+//!
+//! An op-table entry is created when an operation is submitted and removed
+//! exactly once, by whichever of these comes second: the future collecting
+//! its result, or the kernel posting its final completion. The states:
+//!
+//! ```text
+//!             poll              final CQE
+//! Submitted ───────► Waiting ─────────────► Completed ──(poll)──► removed
+//!     │                 │
+//!     │ future dropped  │ future dropped      final CQE
+//!     └────────────────►└──────► Orphaned ─────────────────────► removed
+//! ```
+//!
+//! 1. **Submitted / Waiting.** The future owns the operation's resources
+//!    (buffers, paths, sockaddrs, out-structs); the SQE points into their
+//!    heap memory, which does not move when the future moves.
+//! 2. **Completed.** The kernel is done with the memory; the result waits
+//!    for the future, which takes it and removes the entry.
+//! 3. **Orphaned.** The future was dropped before the final CQE. It moves
+//!    its resources into the entry (boxed; the only allocation on this
+//!    path) and asks the owning shard to `ASYNC_CANCEL` the operation. The
+//!    resources are dropped when the final CQE is reaped, never before: the
+//!    kernel may be writing into them until then. Whether the cancel wins
+//!    or the operation completes normally does not matter.
+//!
+//! Every transition happens under the table's lock, so the future (on any
+//! thread) and the owning shard's reaper never disagree about who frees
+//! what. Wakers and orphaned resources are handed out of the lock and out of
+//! the driver's borrow before they run or drop (their code may submit new
+//! operations).
+//!
+//! Runtime shutdown closes the table (see `ops_table.rs`): operations still
+//! queued for the ring complete with [`Outcome::Shutdown`], operations in
+//! the ring are cancelled and reaped before the ring is closed.
+
+use std::any::Any;
+use std::task::Waker;
+
+/// How an operation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The kernel's final completion: `result` is the CQE's `res` (a count,
+    /// an fd, or a negated errno) and `flags` its flags.
+    Kernel { result: i32, flags: u32 },
+    /// The runtime shut down before the operation reached the ring.
+    Shutdown,
+}
+
+/// Resources an orphaned operation keeps alive until its final CQE.
+pub(crate) type Keepalive = Box<dyn Any + Send>;
+
+/// Where an operation stands (see the module docs for the transitions).
+pub(crate) enum Lifecycle {
+    /// Submitted; no future has polled yet.
+    Submitted,
+    /// A future waits for the result.
+    Waiting(Waker),
+    /// The result is in; the future has not taken it yet.
+    Completed(Outcome),
+    /// The future is gone; these resources wait for the final CQE.
+    Orphaned(Keepalive),
+}
+
+impl std::fmt::Debug for Lifecycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lifecycle::Submitted => f.write_str("Submitted"),
+            Lifecycle::Waiting(_) => f.write_str("Waiting"),
+            Lifecycle::Completed(o) => write!(f, "Completed({o:?})"),
+            Lifecycle::Orphaned(_) => f.write_str("Orphaned"),
+        }
+    }
+}
+
+/// What the reaper must do after recording a completion.
+pub(crate) enum OnComplete {
+    /// Wake this future.
+    Wake(Waker),
+    /// Nobody polled yet; nothing to do.
+    Stored,
+    /// The future is gone: drop these resources (outside the lock).
+    Release(Keepalive),
+}
+
+impl Lifecycle {
+    /// Records the final completion. Returns the new state, or `None` when
+    /// the entry is to be removed, plus the reaper's follow-up.
+    pub(crate) fn complete(self, outcome: Outcome) -> (Option<Lifecycle>, OnComplete) {
+        match self {
+            Lifecycle::Submitted => (Some(Lifecycle::Completed(outcome)), OnComplete::Stored),
+            Lifecycle::Waiting(waker) => {
+                (Some(Lifecycle::Completed(outcome)), OnComplete::Wake(waker))
+            }
+            Lifecycle::Orphaned(keep) => (None, OnComplete::Release(keep)),
+            Lifecycle::Completed(prev) => {
+                debug_assert!(false, "second final completion for one op");
+                (Some(Lifecycle::Completed(prev)), OnComplete::Stored)
+            }
+        }
+    }
+}

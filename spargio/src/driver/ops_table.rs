@@ -1,0 +1,419 @@
+//! One shard's table of native operations in flight.
+//!
+//! A slab of entries, each one operation's [`Lifecycle`] plus a generation.
+//! `user_data` carries the slot and the generation ([`OpKey`]), so a stale
+//! completion can never be taken for a later operation that reused the slot.
+//!
+//! The table is shared (behind a mutex) because the future waiting on an
+//! operation may run on any thread: a stealable task moves between shards,
+//! and unbound native ops can be awaited from outside the runtime. The
+//! lock is held for a few loads and stores per transition; the reaper takes
+//! it once per batch of completions.
+//!
+//! An entry's phase says who will hand the SQE to the kernel: `Queued`
+//! entries were submitted from another thread and wait in the owner's inbox;
+//! `InRing` entries are in the ring (or in the driver's backlog, which is
+//! flushed into it in order). Closing the table at shutdown fails queued
+//! entries at once and reports the in-ring ones, which the owner cancels
+//! and reaps before its ring closes.
+
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use crossbeam_utils::CachePadded;
+use slab::Slab;
+
+use super::lifecycle::{Keepalive, Lifecycle, OnComplete, Outcome};
+use crate::error::RuntimeError;
+
+const GEN_BITS: u32 = 24;
+const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
+
+/// Identifies one operation: op-table slot plus generation. Fits the 56-bit
+/// `user_data` payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OpKey {
+    slot: u32,
+    gen: u32,
+}
+
+impl OpKey {
+    pub(crate) fn to_payload(self) -> u64 {
+        (u64::from(self.gen) << 32) | u64::from(self.slot)
+    }
+
+    pub(crate) fn from_payload(payload: u64) -> OpKey {
+        OpKey {
+            slot: payload as u32,
+            gen: (payload >> 32) as u32 & GEN_MASK,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Waiting in the owner's inbox to be pushed.
+    Queued,
+    /// In the ring or the driver's backlog.
+    InRing,
+}
+
+#[derive(Debug)]
+struct Entry {
+    gen: u32,
+    phase: Phase,
+    life: Lifecycle,
+}
+
+#[derive(Debug)]
+struct Inner {
+    slots: Slab<Entry>,
+    next_gen: u32,
+    closed: bool,
+}
+
+/// Completions reaped in one batch, with the follow-up work to do outside
+/// every lock and borrow: wake these futures, drop these resources.
+#[derive(Default)]
+pub(crate) struct Reaped {
+    pub(crate) wakers: Vec<Waker>,
+    pub(crate) released: Vec<Keepalive>,
+}
+
+impl std::fmt::Debug for Reaped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reaped")
+            .field("wakers", &self.wakers.len())
+            .field("released", &self.released.len())
+            .finish()
+    }
+}
+
+impl Reaped {
+    /// Runs the follow-up work. Must be called with no lock or driver
+    /// borrow held.
+    pub(crate) fn settle(&mut self) {
+        for waker in self.wakers.drain(..) {
+            waker.wake();
+        }
+        self.released.clear();
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.wakers.is_empty() && self.released.is_empty()
+    }
+}
+
+/// The op table.
+#[derive(Debug)]
+pub(crate) struct OpTable {
+    inner: Mutex<Inner>,
+    /// Operations submitted and not yet finally completed: the lane
+    /// selector's load signal. Written under the lock, read without it.
+    pending: CachePadded<AtomicUsize>,
+}
+
+impl Default for OpTable {
+    fn default() -> OpTable {
+        OpTable {
+            inner: Mutex::new(Inner {
+                slots: Slab::new(),
+                next_gen: 0,
+                closed: false,
+            }),
+            pending: CachePadded::new(AtomicUsize::new(0)),
+        }
+    }
+}
+
+/// The error an operation gets when the runtime is gone.
+pub(crate) fn shutdown_error() -> io::Error {
+    io::Error::other(RuntimeError::Shutdown)
+}
+
+impl OpTable {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Operations in flight (approximate when read from another thread).
+    pub(crate) fn pending(&self) -> usize {
+        // Relaxed: a load signal; no memory is published through it.
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    fn set_pending(&self, inner: &Inner) {
+        // Relaxed: see `pending`.
+        self.pending.store(inner.slots.len(), Ordering::Relaxed);
+    }
+
+    /// Creates an entry for a new operation. Fails once the table is closed
+    /// (the runtime is shutting down).
+    pub(crate) fn insert(&self, phase: Phase) -> io::Result<OpKey> {
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(shutdown_error());
+        }
+        let gen = inner.next_gen;
+        inner.next_gen = (gen + 1) & GEN_MASK;
+        let slot = inner.slots.insert(Entry {
+            gen,
+            phase,
+            life: Lifecycle::Submitted,
+        });
+        let slot = u32::try_from(slot).expect("more than 2^32 operations in flight");
+        self.set_pending(&inner);
+        Ok(OpKey { slot, gen })
+    }
+
+    fn entry(inner: &mut Inner, key: OpKey) -> Option<&mut Entry> {
+        inner
+            .slots
+            .get_mut(key.slot as usize)
+            .filter(|e| e.gen == key.gen)
+    }
+
+    /// Owner side: a queued operation is about to be pushed. False when it
+    /// no longer needs to be (the table closed and failed it).
+    pub(crate) fn mark_in_ring(&self, key: OpKey) -> bool {
+        let mut inner = self.lock();
+        match Self::entry(&mut inner, key) {
+            Some(e) if e.phase == Phase::Queued => {
+                e.phase = Phase::InRing;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Owner side: true when a cancel for `key` should be pushed (the
+    /// operation is in the ring and not finally completed).
+    pub(crate) fn wants_cancel(&self, key: OpKey) -> bool {
+        let mut inner = self.lock();
+        Self::entry(&mut inner, key).is_some_and(|e| {
+            e.phase == Phase::InRing && !matches!(e.life, Lifecycle::Completed(_))
+        })
+    }
+
+    /// Future side: takes the outcome if it is in, else registers the waker.
+    pub(crate) fn poll(&self, key: OpKey, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let mut inner = self.lock();
+        let Some(entry) = Self::entry(&mut inner, key) else {
+            debug_assert!(false, "polled an op that is not in the table");
+            return Poll::Ready(Outcome::Shutdown);
+        };
+        match &mut entry.life {
+            Lifecycle::Completed(outcome) => {
+                let outcome = *outcome;
+                inner.slots.remove(key.slot as usize);
+                self.set_pending(&inner);
+                Poll::Ready(outcome)
+            }
+            Lifecycle::Waiting(waker) if waker.will_wake(cx.waker()) => Poll::Pending,
+            life => {
+                *life = Lifecycle::Waiting(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+
+    /// Future side, on drop before the outcome was taken. Returns the
+    /// resources back when the operation has already completed (the caller
+    /// drops them); otherwise keeps them until the final CQE and returns
+    /// `None`: the caller then asks the owner to cancel the operation.
+    pub(crate) fn orphan<T: Send + 'static>(&self, key: OpKey, resources: T) -> Option<T> {
+        let mut inner = self.lock();
+        let Some(entry) = Self::entry(&mut inner, key) else {
+            return Some(resources);
+        };
+        if let Lifecycle::Completed(_) = entry.life {
+            inner.slots.remove(key.slot as usize);
+            self.set_pending(&inner);
+            return Some(resources);
+        }
+        entry.life = Lifecycle::Orphaned(Box::new(resources));
+        None
+    }
+
+    /// Reaper side: records final completions, collecting the follow-up.
+    pub(crate) fn complete_batch(
+        &self,
+        cqes: impl IntoIterator<Item = (OpKey, Outcome)>,
+        out: &mut Reaped,
+    ) {
+        let mut inner = self.lock();
+        for (key, outcome) in cqes {
+            Self::complete_one(&mut inner, key, outcome, out);
+        }
+        self.set_pending(&inner);
+    }
+
+    fn complete_one(inner: &mut Inner, key: OpKey, outcome: Outcome, out: &mut Reaped) {
+        let Some(entry) = Self::entry(inner, key) else {
+            debug_assert!(false, "completion for an op not in the table: {key:?}");
+            return;
+        };
+        let life = std::mem::replace(&mut entry.life, Lifecycle::Submitted);
+        let (next, follow_up) = life.complete(outcome);
+        match next {
+            Some(life) => entry.life = life,
+            None => {
+                inner.slots.remove(key.slot as usize);
+            }
+        }
+        match follow_up {
+            OnComplete::Wake(waker) => out.wakers.push(waker),
+            OnComplete::Stored => {}
+            OnComplete::Release(keep) => out.released.push(keep),
+        }
+    }
+
+    /// Shutdown: refuses new operations, fails the queued ones, and returns
+    /// the keys of the operations in the ring (to be cancelled and reaped).
+    pub(crate) fn close(&self, out: &mut Reaped) -> Vec<OpKey> {
+        let mut inner = self.lock();
+        inner.closed = true;
+        let mut queued = Vec::new();
+        let mut in_ring = Vec::new();
+        for (slot, entry) in inner.slots.iter() {
+            let key = OpKey {
+                slot: slot as u32,
+                gen: entry.gen,
+            };
+            match (entry.phase, &entry.life) {
+                (_, Lifecycle::Completed(_)) => {}
+                (Phase::Queued, _) => queued.push(key),
+                (Phase::InRing, _) => in_ring.push(key),
+            }
+        }
+        for key in queued {
+            Self::complete_one(&mut inner, key, Outcome::Shutdown, out);
+        }
+        self.set_pending(&inner);
+        in_ring
+    }
+
+    /// True once shutdown closed the table.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// Operations the kernel may still be using memory for.
+    pub(crate) fn in_ring(&self) -> usize {
+        self.lock()
+            .slots
+            .iter()
+            .filter(|(_, e)| e.phase == Phase::InRing && !matches!(e.life, Lifecycle::Completed(_)))
+            .count()
+    }
+
+    /// Last resort at shutdown, when the kernel would not finish some
+    /// operations in time: their resources are leaked, never freed while
+    /// the kernel may still use them.
+    pub(crate) fn leak_in_ring(&self) {
+        let mut inner = self.lock();
+        for (_, entry) in inner.slots.iter_mut() {
+            if let Lifecycle::Orphaned(_) = entry.life {
+                if let Lifecycle::Orphaned(keep) =
+                    std::mem::replace(&mut entry.life, Lifecycle::Submitted)
+                {
+                    std::mem::forget(keep);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Flag(AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn kernel(result: i32) -> Outcome {
+        Outcome::Kernel { result, flags: 0 }
+    }
+
+    #[test]
+    fn key_round_trips_through_payload() {
+        let key = OpKey {
+            slot: 123_456,
+            gen: GEN_MASK,
+        };
+        assert_eq!(OpKey::from_payload(key.to_payload()), key);
+        assert!(key.to_payload() < 1 << 56);
+    }
+
+    #[test]
+    fn poll_then_complete_wakes_and_hands_over() {
+        let table = OpTable::default();
+        let key = table.insert(Phase::InRing).unwrap();
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(table.poll(key, &mut cx).is_pending());
+        let mut out = Reaped::default();
+        table.complete_batch([(key, kernel(7))], &mut out);
+        out.settle();
+        assert!(flag.0.load(Ordering::SeqCst));
+        assert_eq!(table.poll(key, &mut cx), Poll::Ready(kernel(7)));
+        assert_eq!(table.pending(), 0);
+    }
+
+    #[test]
+    fn orphan_keeps_resources_until_the_cqe() {
+        let table = OpTable::default();
+        let key = table.insert(Phase::InRing).unwrap();
+        let res = Arc::new(());
+        assert!(table.orphan(key, res.clone()).is_none());
+        assert_eq!(Arc::strong_count(&res), 2, "kept by the table");
+        let mut out = Reaped::default();
+        table.complete_batch([(key, kernel(0))], &mut out);
+        assert_eq!(out.released.len(), 1);
+        out.settle();
+        assert_eq!(Arc::strong_count(&res), 1);
+        assert_eq!(table.pending(), 0);
+    }
+
+    #[test]
+    fn stale_generation_is_not_taken() {
+        let table = OpTable::default();
+        let old = table.insert(Phase::InRing).unwrap();
+        let mut out = Reaped::default();
+        table.complete_batch([(old, kernel(1))], &mut out);
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag);
+        let mut cx = Context::from_waker(&waker);
+        assert_eq!(table.poll(old, &mut cx), Poll::Ready(kernel(1)));
+        let new = table.insert(Phase::InRing).unwrap();
+        assert_eq!(new.slot, old.slot, "slot reused");
+        assert_ne!(new.gen, old.gen);
+        assert!(!table.wants_cancel(old));
+        assert!(table.wants_cancel(new));
+    }
+
+    #[test]
+    fn close_fails_queued_and_reports_in_ring() {
+        let table = OpTable::default();
+        let queued = table.insert(Phase::Queued).unwrap();
+        let in_ring = table.insert(Phase::InRing).unwrap();
+        let mut out = Reaped::default();
+        assert_eq!(table.close(&mut out), vec![in_ring]);
+        assert!(!table.mark_in_ring(queued));
+        let waker = Waker::from(Arc::new(Flag(AtomicBool::new(false))));
+        let mut cx = Context::from_waker(&waker);
+        assert_eq!(table.poll(queued, &mut cx), Poll::Ready(Outcome::Shutdown));
+        assert!(table.insert(Phase::InRing).is_err());
+        assert_eq!(table.in_ring(), 1);
+    }
+}

@@ -1,0 +1,235 @@
+//! Native operations: one io_uring opcode per file, one future type.
+//!
+//! An operation is a value implementing [`OpKind`]: it owns every resource
+//! the kernel will touch (buffers, a path as a `CString`, a sockaddr, an
+//! out-struct), builds its SQE from pointers into that heap memory, and
+//! turns the completion back into a result, returning the resources.
+//!
+//! [`Op`] is the future. Creating it submits at once (so a caller can put
+//! many operations in flight before awaiting any):
+//!
+//! 1. Pick the ring ([`Lane`]): the current shard's when called from one of
+//!    the runtime's shards, else the lane selector's choice (least
+//!    operations in flight), or an explicit shard.
+//! 2. Insert an op-table entry on that shard, build the SQE, push it (same
+//!    shard) or send it through the shard's inbox (another thread).
+//! 3. Poll: the table hands over the outcome or keeps the waker; the CQE's
+//!    reaper wakes it on whatever shard or thread the task now runs.
+//! 4. Drop before completion: the resources move into the entry (the
+//!    lifecycle in `driver/lifecycle.rs`) and the operation is cancelled.
+//!
+//! In steady state an operation allocates nothing: the entry lives in a
+//! slab, the SQE travels by value, the waker is the task's own.
+
+pub(crate) mod close;
+pub(crate) mod fsync;
+pub(crate) mod openat;
+pub(crate) mod read;
+mod shared_fd;
+pub(crate) mod statx;
+pub(crate) mod write;
+
+pub(crate) use shared_fd::SharedFd;
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use io_uring::squeue;
+
+use crate::driver::{OpKey, Outcome, Phase};
+use crate::runtime::context;
+use crate::scheduler::{choose_op_lane, Shared};
+use crate::task::ShardId;
+
+/// What the kernel returned for an operation.
+#[derive(Debug)]
+pub(crate) struct Completion {
+    /// The CQE's result: a count, an fd or zero; a negative result is an
+    /// `io::Error` with that errno.
+    pub(crate) result: io::Result<u32>,
+    /// The CQE's flags.
+    pub(crate) flags: u32,
+    /// False when the operation never reached the kernel.
+    pub(crate) ran: bool,
+}
+
+impl Completion {
+    fn from_outcome(outcome: Outcome) -> Completion {
+        match outcome {
+            Outcome::Kernel { result, flags } => Completion {
+                result: if result < 0 {
+                    Err(io::Error::from_raw_os_error(-result))
+                } else {
+                    Ok(result as u32)
+                },
+                flags,
+                ran: true,
+            },
+            Outcome::Shutdown => Completion::failed(crate::driver::ops_table::shutdown_error()),
+        }
+    }
+
+    pub(crate) fn failed(err: io::Error) -> Completion {
+        Completion {
+            result: Err(err),
+            flags: 0,
+            ran: false,
+        }
+    }
+}
+
+/// One io_uring operation and the resources it lends the kernel.
+///
+/// # Safety
+///
+/// Every address in the entry [`build`](OpKind::build) returns points into
+/// memory owned by `self` that does not move when `self` is moved (heap
+/// allocations, `'static` data), and stays valid until `self` is dropped.
+pub(crate) unsafe trait OpKind: Send + 'static {
+    /// What awaiting the operation yields.
+    type Output;
+
+    /// The SQE (its `user_data` is set by the runtime).
+    fn build(&mut self) -> squeue::Entry;
+
+    /// Turns the completion into the output, handing resources back.
+    fn complete(self, done: Completion) -> Self::Output;
+}
+
+/// Which ring an operation goes to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Lane {
+    /// The calling shard's ring; from outside the runtime, the selector's.
+    Current,
+    /// This shard's ring.
+    Shard(ShardId),
+    /// The ring with the fewest operations in flight, preferring this one.
+    Any { preferred: Option<ShardId> },
+}
+
+impl Lane {
+    /// The target shard, and whether the caller runs on it.
+    pub(crate) fn resolve(self, shared: &Shared, current: Option<ShardId>) -> ShardId {
+        match self {
+            Lane::Current => current.unwrap_or_else(|| choose_op_lane(shared, None, None)),
+            Lane::Shard(s) => s,
+            Lane::Any { preferred } => choose_op_lane(shared, current, preferred),
+        }
+    }
+}
+
+enum State {
+    InFlight { shard: ShardId, key: OpKey },
+    /// Submission failed (the runtime is shutting down, or a bad shard).
+    Refused(io::Error),
+    Done,
+}
+
+/// The future of one native operation (module docs).
+pub(crate) struct Op<K: OpKind> {
+    shared: Arc<Shared>,
+    state: State,
+    kind: Option<K>,
+}
+
+impl<K: OpKind> std::fmt::Debug for Op<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &self.state {
+            State::InFlight { shard, .. } => format!("in flight on shard {shard}"),
+            State::Refused(e) => format!("refused: {e}"),
+            State::Done => "done".to_string(),
+        };
+        f.debug_struct("Op").field("state", &state).finish()
+    }
+}
+
+impl<K: OpKind> Op<K> {
+    /// Submits `kind` to the ring `lane` picks.
+    pub(crate) fn submit(shared: &Arc<Shared>, lane: Lane, mut kind: K) -> Op<K> {
+        let current = context::current_shard(shared);
+        let shard = lane.resolve(shared, current);
+        if shard >= shared.shard_count() {
+            return Op {
+                shared: shared.clone(),
+                state: State::Refused(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    crate::RuntimeError::InvalidShard(shard),
+                )),
+                kind: Some(kind),
+            };
+        }
+        let local = current == Some(shard);
+        let phase = if local { Phase::InRing } else { Phase::Queued };
+        let state = match shared.shards[shard].ops.insert(phase) {
+            Ok(key) => {
+                let sqe = kind.build();
+                // SAFETY: `kind` (OpKind's contract) owns every address in
+                // `sqe`; this future keeps it until the entry completes, or
+                // orphans it into the entry on drop (`Drop` below).
+                unsafe { shared.submit_op(shard, key, sqe, local) };
+                State::InFlight { shard, key }
+            }
+            Err(err) => State::Refused(err),
+        };
+        Op {
+            shared: shared.clone(),
+            state,
+            kind: Some(kind),
+        }
+    }
+}
+
+// `Op` never pins its contents: resources are on the heap (OpKind's
+// contract) and are moved, not pinned, into the op table on drop.
+impl<K: OpKind> Unpin for Op<K> {}
+
+impl<K: OpKind> Future for Op<K> {
+    type Output = K::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<K::Output> {
+        // `Op` is `Unpin`: its resources live on the heap, not in the future.
+        let this = self.get_mut();
+        let done = match std::mem::replace(&mut this.state, State::Done) {
+            State::InFlight { shard, key } => {
+                match this.shared.shards[shard].ops.poll(key, cx) {
+                    Poll::Ready(outcome) => Completion::from_outcome(outcome),
+                    Poll::Pending => {
+                        this.state = State::InFlight { shard, key };
+                        return Poll::Pending;
+                    }
+                }
+            }
+            State::Refused(err) => Completion::failed(err),
+            State::Done => panic!("native operation polled after completion"),
+        };
+        let kind = this.kind.take().expect("operation resources present until completion");
+        Poll::Ready(kind.complete(done))
+    }
+}
+
+impl<K: OpKind> Drop for Op<K> {
+    fn drop(&mut self) {
+        let Some(kind) = self.kind.take() else {
+            return;
+        };
+        let (shard, key) = match std::mem::replace(&mut self.state, State::Done) {
+            State::InFlight { shard, key } => (shard, key),
+            // Never reached the kernel: let the operation clean up as if it
+            // had been awaited (e.g. a close falls back to `close(2)`).
+            State::Refused(err) => {
+                drop(kind.complete(Completion::failed(err)));
+                return;
+            }
+            State::Done => return,
+        };
+        match self.shared.shards[shard].ops.orphan(key, kind) {
+            // Completed already: the kernel is done with the resources.
+            Some(kind) => drop(kind),
+            // Kept until the final CQE; ask for it to come soon.
+            None => self.shared.cancel_op(shard, key),
+        }
+    }
+}

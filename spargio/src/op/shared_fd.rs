@@ -1,0 +1,88 @@
+//! A file descriptor shared by a handle and its operations in flight.
+//!
+//! Every operation on an fd holds a clone, so the fd is closed only after
+//! the last operation that used it has completed (a dropped future's
+//! operation keeps its clone in the op table until the final CQE). Closing
+//! an fd with an operation in flight would let the number be reused under
+//! it.
+//!
+//! The close itself: on a shard, an `IORING_OP_CLOSE` pushed into that
+//! shard's ring (a close can block, e.g. on NFS, and must not stall the
+//! shard); on any other thread, `close(2)`.
+
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use io_uring::{opcode, types};
+
+use crate::driver::{Tag, UserData};
+use crate::runtime::context;
+
+/// A reference-counted fd (module docs).
+#[derive(Clone, Debug)]
+pub(crate) struct SharedFd {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    fd: RawFd,
+}
+
+impl SharedFd {
+    pub(crate) fn new(fd: OwnedFd) -> SharedFd {
+        SharedFd {
+            inner: Arc::new(Inner {
+                fd: fd.into_raw_fd(),
+            }),
+        }
+    }
+
+    pub(crate) fn raw(&self) -> RawFd {
+        self.inner.fd
+    }
+
+    /// The fd itself when this is the last reference, for an awaited close.
+    pub(crate) fn try_unwrap(self) -> Result<OwnedFd, SharedFd> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(mut inner) => {
+                let fd = std::mem::replace(&mut inner.fd, -1);
+                // SAFETY: `fd` was owned by `inner`, whose drop now sees -1
+                // and closes nothing; ownership moves to the `OwnedFd`.
+                Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+            }
+            Err(inner) => Err(SharedFd { inner }),
+        }
+    }
+}
+
+impl AsRawFd for SharedFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.fd
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.fd < 0 {
+            return;
+        }
+        let fd = self.fd;
+        let queued = context::with_worker(|w| match w {
+            Some(w) if !w.me().ops.is_closed() => {
+                let sqe = opcode::Close::new(types::Fd(fd))
+                    .build()
+                    .user_data(UserData::new(Tag::Detached, 0).raw());
+                // SAFETY: a close carries no pointers.
+                unsafe { w.push_sqe(sqe) };
+                true
+            }
+            _ => false,
+        });
+        if !queued {
+            // SAFETY: we own `fd` and nothing uses it any more (every
+            // operation on it held a reference to this `Inner`).
+            unsafe { libc::close(fd) };
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The shard's side of native operations: pushing SQEs submitted here or
+//! by other threads, settling completions, and quiescing the op table at
+//! shutdown.
+//!
+//! Submission paths (see `op/mod.rs` for the future's side):
+//!
+//! * From a task on the owning shard: the SQE goes straight into the ring
+//!   (`Worker::push_sqe`); the loop submits it with the batch's doorbells.
+//! * From any other thread: the op-table entry is created `Queued`, and a
+//!   `Command::Submit` carries the SQE through the owner's inbox; the owner
+//!   marks the entry `InRing` and pushes it. A cancel takes the same road,
+//!   after the submit, so it can never overtake it.
+//!
+//! Shutdown (after every task is gone, before the ring closes):
+//!
+//! 1. Close the op table: new submissions fail with `Shutdown`, queued ones
+//!    complete with `Shutdown` (the kernel never saw them).
+//! 2. `ASYNC_CANCEL` every operation still in the ring.
+//! 3. Reap until no operation is in the ring. Orphaned resources are freed
+//!    as their CQEs arrive, which is the only moment it is safe.
+//! 4. If the kernel has not finished within `QUIESCE_LIMIT`, leak what is
+//!    left rather than free memory it may still write.
+
+use std::time::{Duration, Instant};
+
+use io_uring::{opcode, squeue};
+
+use super::worker::Worker;
+use super::Shared;
+use crate::driver::{OpKey, Tag, UserData};
+use crate::task::ShardId;
+use std::sync::Arc;
+
+/// How long shutdown waits for the kernel to finish cancelled operations.
+const QUIESCE_LIMIT: Duration = Duration::from_secs(5);
+
+/// The SQE that cancels the operation `key`.
+pub(crate) fn cancel_entry(key: OpKey) -> squeue::Entry {
+    opcode::AsyncCancel::new(UserData::new(Tag::Op, key.to_payload()).raw())
+        .build()
+        .user_data(UserData::new(Tag::Detached, 0).raw())
+}
+
+impl Worker {
+    /// Queues an SQE in this shard's ring (or, if the driver is borrowed
+    /// right now, in a staging list flushed by the loop).
+    ///
+    /// # Safety
+    ///
+    /// Every address in `sqe` stays valid until its final CQE is reaped:
+    /// for `Op` entries the op table holds the memory.
+    pub(crate) unsafe fn push_sqe(&self, sqe: squeue::Entry) {
+        match self.driver.try_borrow_mut() {
+            Ok(mut driver) => {
+                self.flush_staged(&mut driver);
+                // SAFETY: forwarded from this function's contract.
+                unsafe { driver.push_op(sqe) };
+            }
+            Err(_) => self.staged.borrow_mut().push(sqe),
+        }
+    }
+
+    pub(super) fn flush_staged(&self, driver: &mut crate::driver::Driver) {
+        let mut staged = self.staged.borrow_mut();
+        for sqe in staged.drain(..) {
+            // SAFETY: staged entries were accepted by `push_sqe` under its
+            // contract.
+            unsafe { driver.push_op(sqe) };
+        }
+    }
+
+    /// An operation another thread submitted to this ring.
+    pub(super) fn push_remote_op(&self, key: OpKey, sqe: squeue::Entry) {
+        if self.me().ops.mark_in_ring(key) {
+            // SAFETY: the entry was inserted `Queued` by the submitter, which
+            // built `sqe` from resources the op table now keeps alive until
+            // the final CQE (the entry exists, so no CQE has come yet).
+            unsafe { self.push_sqe(sqe) };
+        }
+    }
+
+    /// A cancel another thread asked for.
+    pub(super) fn cancel_remote_op(&self, key: OpKey) {
+        if self.me().ops.wants_cancel(key) {
+            // SAFETY: an ASYNC_CANCEL carries no pointers.
+            unsafe { self.push_sqe(cancel_entry(key)) };
+        }
+    }
+
+    /// Wakes the futures and drops the orphaned resources of the last reap.
+    pub(super) fn settle_reaped(&self) {
+        let mut reaped = std::mem::take(&mut *self.reaped.borrow_mut());
+        if !reaped.is_empty() {
+            reaped.settle();
+        }
+        // Hand the (empty) vectors back to keep their capacity.
+        *self.reaped.borrow_mut() = reaped;
+    }
+
+    /// Blocks in the ring, then settles what was reaped.
+    pub(super) fn park_driver(&self, timeout: Option<Duration>) -> std::io::Result<usize> {
+        let res = {
+            let mut reaped = self.reaped.borrow_mut();
+            let mut driver = self.driver.borrow_mut();
+            self.flush_staged(&mut driver);
+            driver.park(timeout, &self.me().ops, &mut reaped)
+        };
+        self.settle_reaped();
+        res
+    }
+
+    /// Shutdown steps 1–4 (module docs).
+    pub(super) fn quiesce_ops(&self) {
+        let ops = &self.me().ops;
+        let in_ring = {
+            let mut reaped = self.reaped.borrow_mut();
+            ops.close(&mut reaped)
+        };
+        self.settle_reaped();
+        for key in in_ring {
+            // SAFETY: an ASYNC_CANCEL carries no pointers.
+            unsafe { self.push_sqe(cancel_entry(key)) };
+        }
+        let start = Instant::now();
+        while ops.in_ring() > 0 {
+            if start.elapsed() > QUIESCE_LIMIT {
+                ops.leak_in_ring();
+                return;
+            }
+            let res = self.park_driver(Some(Duration::from_millis(10)));
+            self.check_ring(res.map(drop));
+        }
+    }
+}
+
+impl Shared {
+    /// Hands an operation's SQE to `shard`'s ring: directly when called on
+    /// that shard, else through its inbox (the entry must have been inserted
+    /// with phase `Queued` then).
+    ///
+    /// # Safety
+    ///
+    /// The op table entry `key` holds (or the caller's future owns, and
+    /// orphans into it on drop) every resource `sqe` points into.
+    pub(crate) unsafe fn submit_op(
+        self: &Arc<Shared>,
+        shard: ShardId,
+        key: OpKey,
+        sqe: squeue::Entry,
+        local: bool,
+    ) {
+        let sqe = sqe.user_data(UserData::new(Tag::Op, key.to_payload()).raw());
+        if local {
+            crate::runtime::context::with_worker(|w| {
+                let w = w.expect("local submission off its shard");
+                debug_assert_eq!(w.id, shard);
+                // SAFETY: forwarded from this function's contract.
+                unsafe { w.push_sqe(sqe) };
+            });
+        } else {
+            self.shards[shard]
+                .inbox
+                .push(super::inbox::Command::Submit { key, sqe });
+            self.notify(shard);
+        }
+    }
+
+    /// Asks `shard` to cancel operation `key` (a no-op if it completed).
+    pub(crate) fn cancel_op(self: &Arc<Shared>, shard: ShardId, key: OpKey) {
+        let local = crate::runtime::context::current_shard(self) == Some(shard);
+        if local {
+            crate::runtime::context::with_worker(|w| {
+                if let Some(w) = w {
+                    w.cancel_remote_op(key);
+                }
+            });
+        } else {
+            self.shards[shard]
+                .inbox
+                .push(super::inbox::Command::Cancel { key });
+            self.notify(shard);
+        }
+    }
+}
