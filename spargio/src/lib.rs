@@ -63,7 +63,10 @@ pub mod boundary;
 pub mod buf;
 mod driver;
 mod error;
+pub mod extension;
+pub mod fs;
 mod messaging;
+mod native;
 mod op;
 mod runtime;
 mod scheduler;
@@ -82,6 +85,7 @@ pub mod __private {
     pub use crate::runtime::block_on;
 }
 pub use messaging::{Event, NextEvent, RemoteShard, RingMsg, SendTicket, ShardCtx};
+pub use native::UringNativeAny;
 pub use runtime::{
     block_on, run, run_local_on, run_with, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle,
 };

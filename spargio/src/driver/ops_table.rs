@@ -192,9 +192,8 @@ impl OpTable {
     /// operation is in the ring and not finally completed).
     pub(crate) fn wants_cancel(&self, key: OpKey) -> bool {
         let mut inner = self.lock();
-        Self::entry(&mut inner, key).is_some_and(|e| {
-            e.phase == Phase::InRing && !matches!(e.life, Lifecycle::Completed(_))
-        })
+        Self::entry(&mut inner, key)
+            .is_some_and(|e| e.phase == Phase::InRing && !matches!(e.life, Lifecycle::Completed(_)))
     }
 
     /// Future side: takes the outcome if it is in, else registers the waker.

@@ -21,7 +21,9 @@ unsafe impl OpKind for Fsync {
         } else {
             types::FsyncFlags::empty()
         };
-        opcode::Fsync::new(types::Fd(self.fd.raw())).flags(flags).build()
+        opcode::Fsync::new(types::Fd(self.fd.raw()))
+            .flags(flags)
+            .build()
     }
 
     fn complete(self, done: Completion) -> std::io::Result<()> {

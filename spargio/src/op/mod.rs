@@ -23,10 +23,16 @@
 
 pub(crate) mod close;
 pub(crate) mod fsync;
+pub(crate) mod ftruncate;
+pub(crate) mod linkat;
+pub(crate) mod mkdirat;
 pub(crate) mod openat;
 pub(crate) mod read;
+pub(crate) mod renameat;
 mod shared_fd;
 pub(crate) mod statx;
+pub(crate) mod symlinkat;
+pub(crate) mod unlinkat;
 pub(crate) mod write;
 
 pub(crate) use shared_fd::SharedFd;
@@ -122,7 +128,10 @@ impl Lane {
 }
 
 enum State {
-    InFlight { shard: ShardId, key: OpKey },
+    InFlight {
+        shard: ShardId,
+        key: OpKey,
+    },
     /// Submission failed (the runtime is shutting down, or a bad shard).
     Refused(io::Error),
     Done,
@@ -193,19 +202,20 @@ impl<K: OpKind> Future for Op<K> {
         // `Op` is `Unpin`: its resources live on the heap, not in the future.
         let this = self.get_mut();
         let done = match std::mem::replace(&mut this.state, State::Done) {
-            State::InFlight { shard, key } => {
-                match this.shared.shards[shard].ops.poll(key, cx) {
-                    Poll::Ready(outcome) => Completion::from_outcome(outcome),
-                    Poll::Pending => {
-                        this.state = State::InFlight { shard, key };
-                        return Poll::Pending;
-                    }
+            State::InFlight { shard, key } => match this.shared.shards[shard].ops.poll(key, cx) {
+                Poll::Ready(outcome) => Completion::from_outcome(outcome),
+                Poll::Pending => {
+                    this.state = State::InFlight { shard, key };
+                    return Poll::Pending;
                 }
-            }
+            },
             State::Refused(err) => Completion::failed(err),
             State::Done => panic!("native operation polled after completion"),
         };
-        let kind = this.kind.take().expect("operation resources present until completion");
+        let kind = this
+            .kind
+            .take()
+            .expect("operation resources present until completion");
         Poll::Ready(kind.complete(done))
     }
 }

@@ -32,4 +32,3 @@ unsafe impl OpKind for OpenAt {
         Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
     }
 }
-

@@ -249,6 +249,13 @@ impl RuntimeHandle {
         Sleep::until_on(deadline, self.shared.clone())
     }
 
+    /// Native io_uring operations with no fixed shard: each goes to the
+    /// ring with the fewest operations in flight (see
+    /// [`UringNativeAny`](crate::UringNativeAny)).
+    pub fn uring_native_unbound(&self) -> crate::UringNativeAny {
+        crate::UringNativeAny::new(self.clone())
+    }
+
     /// A snapshot of the runtime's counters.
     pub fn stats_snapshot(&self) -> RuntimeStats {
         self.shared.stats()

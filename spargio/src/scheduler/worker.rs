@@ -170,9 +170,7 @@ impl Worker {
     fn poll_driver(&self) {
         let res = {
             let mut reaped = self.reaped.borrow_mut();
-            self.driver
-                .borrow_mut()
-                .poll(&self.me().ops, &mut reaped)
+            self.driver.borrow_mut().poll(&self.me().ops, &mut reaped)
         };
         self.check_ring(res.map(drop));
         self.settle_reaped();

@@ -1,0 +1,3 @@
+//! Extensions over the native lane: safe wrappers built on it.
+
+pub mod fs;
