@@ -82,10 +82,11 @@ pub use spargio_macros::{main, test};
 /// Used by the macros' expansion; not public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::driver::audit;
     pub use crate::runtime::block_on;
 }
 pub use messaging::{Event, NextEvent, RemoteShard, RingMsg, SendTicket, ShardCtx};
-pub use native::UringNativeAny;
+pub use native::{NativeFd, UringCqe, UringNativeAny};
 pub use runtime::{
     block_on, run, run_local_on, run_with, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle,
 };

@@ -27,6 +27,7 @@
 //! [`Driver::quiesce`] completes the armed read (by ringing our own eventfd)
 //! and reaps it when the driver is dropped, before the buffer is freed.
 
+pub mod audit;
 pub(crate) mod lifecycle;
 pub(crate) mod ops_table;
 mod ring;
@@ -185,10 +186,13 @@ impl Driver {
         let n = self.ring.reap(|raw, res, flags| {
             let ud = UserData::from_raw(raw);
             match ud.tag() {
-                Some(Tag::Op) => op_cqes.push((
-                    OpKey::from_payload(ud.payload()),
-                    Outcome::Kernel { result: res, flags },
-                )),
+                Some(Tag::Op) => {
+                    audit::reaped(raw);
+                    op_cqes.push((
+                        OpKey::from_payload(ud.payload()),
+                        Outcome::Kernel { result: res, flags },
+                    ));
+                }
                 Some(Tag::Detached) => {}
                 Some(Tag::Doorbell) => {}
                 Some(Tag::DoorbellSend) => {

@@ -236,6 +236,15 @@ impl File {
     }
 }
 
+impl File {
+    /// The file's fd as a [`NativeFd`](crate::NativeFd), for
+    /// [`UringNativeAny`](crate::UringNativeAny) operations. The fd stays
+    /// open while either is alive.
+    pub fn native_fd(&self) -> crate::NativeFd {
+        crate::NativeFd::from_shared(self.fd.clone())
+    }
+}
+
 impl AsRawFd for File {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.raw()

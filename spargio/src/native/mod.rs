@@ -1,18 +1,71 @@
 //! Native operations with no fixed shard: [`UringNativeAny`], the lane
 //! selector, and the safe wrappers of `spargio::extension`.
 
+mod fd;
+mod lease;
 pub(crate) mod statx;
 
-use std::sync::Arc;
+use std::future::Future;
+use std::io;
+use std::time::Duration;
 
-use crate::op::Lane;
+use io_uring::squeue;
+
+use crate::buf::{BufResult, IoBuf, IoBufMut};
+use crate::fs::check_offset;
+use crate::op::fsync::Fsync;
+use crate::op::read::ReadAt;
+use crate::op::recv::Recv;
+use crate::op::send::Send as SendOp;
+use crate::op::timeout::Timeout;
+use crate::op::unsafe_op::UnsafeOp;
+use crate::op::write::WriteAt;
+use crate::op::{Lane, Op, OpKind};
+use crate::scheduler::choose_op_lane;
 use crate::task::ShardId;
 use crate::RuntimeHandle;
 
-/// Entry point to native io_uring operations that are not tied to a shard:
-/// each operation goes to the ring with the fewest operations in flight
-/// (ties broken round-robin), or to the preferred shard while it is within
-/// the steering margin of the best.
+pub use fd::NativeFd;
+use lease::Lease;
+
+/// A raw completion, as handed to [`UringNativeAny::submit_unsafe`]
+/// decoders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UringCqe {
+    /// The CQE's `res`: a count, an fd, or a negated errno.
+    pub result: i32,
+    /// The CQE's flags (`IORING_CQE_F_*`).
+    pub flags: u32,
+}
+
+/// Entry point to native io_uring operations that are not tied to a shard.
+///
+/// * **Lane selection.** Each operation goes, at submission, to the ring
+///   with the fewest operations in flight; ties go to the calling shard,
+///   then to an awake shard, then round-robin. A preferred shard
+///   ([`with_preferred_shard`](UringNativeAny::with_preferred_shard)) wins
+///   while its depth is within the steering margin of the best.
+/// * **Fd leases.** File operations (`read_at`, `write_at`, `fsync`) are
+///   steered one by one. Stream operations (`send*`, `recv*`) take a strong
+///   lease: while any is in flight on an fd, the next one goes to the same
+///   ring, so their order is kept.
+/// * **Routing.** An operation's future remembers its ring and op-table
+///   slot; dropping it cancels the operation on that ring, from any thread.
+///
+/// Operations take a [`NativeFd`], which keeps the fd open until every
+/// operation that used it has completed — even one whose future was
+/// dropped — so an fd number is never reused under an operation.
+///
+/// ```
+/// # spargio::run(|handle| async move {
+/// use spargio::NativeFd;
+///
+/// let native = handle.uring_native_unbound();
+/// let fd = NativeFd::from(std::fs::File::open("/proc/self/stat").unwrap());
+/// let bytes = native.read_at(&fd, 0, 64).await.unwrap();
+/// assert!(!bytes.is_empty());
+/// # }).unwrap();
+/// ```
 #[derive(Clone, Debug)]
 pub struct UringNativeAny {
     pub(crate) handle: RuntimeHandle,
@@ -41,7 +94,257 @@ impl UringNativeAny {
         }
     }
 
-    pub(crate) fn shared(&self) -> &Arc<crate::scheduler::Shared> {
-        &self.handle.shared
+    fn submit<K: OpKind>(&self, lane: Lane, op: K) -> Op<K> {
+        Op::submit(&self.handle.shared, lane, op)
+    }
+
+    /// The ring the selector would pick now.
+    pub fn select_shard(&self) -> ShardId {
+        let shared = &self.handle.shared;
+        let current = crate::runtime::context::current_shard(shared);
+        choose_op_lane(shared, current, self.preferred)
+    }
+
+    fn strong_lane(&self, fd: &NativeFd) -> (Lease, Lane) {
+        let (lease, shard) = Lease::acquire(fd.shared(), || self.select_shard());
+        (lease, Lane::Shard(shard))
+    }
+
+    /// Native operations in flight on every ring (submitted, final CQE not
+    /// yet reaped), this handle's or not.
+    pub fn active_native_op_count(&self) -> usize {
+        self.handle
+            .shared
+            .shards
+            .iter()
+            .map(|s| s.ops.pending())
+            .sum()
+    }
+
+    /// The ring `fd`'s stream operations are leased to right now, if any
+    /// is in flight.
+    pub fn leased_shard(&self, fd: &NativeFd) -> Option<ShardId> {
+        Lease::current(fd.shared())
+    }
+
+    /// Reads up to `len` bytes at `offset` into a new buffer.
+    pub async fn read_at(&self, fd: &NativeFd, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let (res, buf) = self.read_at_into(fd, offset, Vec::with_capacity(len)).await;
+        res.map(|_| buf)
+    }
+
+    /// Reads into `buf` at `offset` (filling from its first byte up to its
+    /// capacity); returns the count and the buffer.
+    pub async fn read_at_into<B: IoBufMut>(
+        &self,
+        fd: &NativeFd,
+        offset: u64,
+        buf: B,
+    ) -> BufResult<usize, B> {
+        if let Err(err) = check_offset(offset, buf.bytes_total()) {
+            return (Err(err), buf);
+        }
+        let op = ReadAt {
+            fd: fd.shared().clone(),
+            buf,
+            offset,
+        };
+        self.submit(self.lane(), op).await
+    }
+
+    /// Writes `buf`'s bytes at `offset` (once; the count may be short).
+    pub async fn write_at<B: IoBuf>(
+        &self,
+        fd: &NativeFd,
+        offset: u64,
+        buf: B,
+    ) -> BufResult<usize, B> {
+        if let Err(err) = check_offset(offset, buf.bytes_init()) {
+            return (Err(err), buf);
+        }
+        let op = WriteAt {
+            fd: fd.shared().clone(),
+            buf,
+            offset,
+        };
+        self.submit(self.lane(), op).await
+    }
+
+    /// Flushes the file to its device (`fsync(2)`).
+    pub async fn fsync(&self, fd: &NativeFd) -> io::Result<()> {
+        let op = Fsync {
+            fd: fd.shared().clone(),
+            data_only: false,
+        };
+        self.submit(self.lane(), op).await
+    }
+
+    /// Sleeps for `duration` with an `IORING_OP_TIMEOUT` on the selected
+    /// ring. (The runtime's timer wheel, [`crate::sleep`], is cheaper for
+    /// most uses: it costs no SQE.)
+    pub async fn sleep(&self, duration: Duration) -> io::Result<()> {
+        self.submit(self.lane(), Timeout::new(duration)).await
+    }
+
+    /// Receives up to `len` bytes from a socket into a new buffer. Empty
+    /// means the peer closed its side.
+    pub async fn recv(&self, fd: &NativeFd, len: usize) -> io::Result<Vec<u8>> {
+        let (res, buf) = self.recv_owned(fd, Vec::with_capacity(len)).await;
+        res.map(|_| buf)
+    }
+
+    /// Receives into `buf` (from its first byte up to its capacity);
+    /// returns the count and the buffer.
+    pub async fn recv_owned<B: IoBufMut>(&self, fd: &NativeFd, buf: B) -> BufResult<usize, B> {
+        let (_lease, lane) = self.strong_lane(fd);
+        let op = Recv {
+            fd: fd.shared().clone(),
+            buf,
+        };
+        self.submit(lane, op).await
+    }
+
+    /// Sends a copy of `data` (once; the count may be short).
+    pub async fn send(&self, fd: &NativeFd, data: &[u8]) -> io::Result<usize> {
+        self.send_owned(fd, data.to_vec()).await.0
+    }
+
+    /// Sends `buf`'s bytes (once; the count may be short); returns the
+    /// count and the buffer. A closed peer is `BrokenPipe` (no `SIGPIPE`).
+    pub async fn send_owned<B: IoBuf>(&self, fd: &NativeFd, buf: B) -> BufResult<usize, B> {
+        let (_lease, lane) = self.strong_lane(fd);
+        let op = SendOp {
+            fd: fd.shared().clone(),
+            buf,
+        };
+        self.submit(lane, op).await
+    }
+
+    /// Sends every buffer completely, in order, with at most `window`
+    /// sends in flight (`window` is clamped to at least 1); short sends are
+    /// retried from where they stopped. Returns the total and the buffers.
+    pub async fn send_all_batch<B: IoBuf>(
+        &self,
+        fd: &NativeFd,
+        bufs: Vec<B>,
+        window: usize,
+    ) -> BufResult<usize, Vec<B>> {
+        // Sends on one stream socket must not overlap, or a short send
+        // would interleave bytes; so, for now, each buffer is finished
+        // before the next is sent (a window of one).
+        let _window = window;
+        let (_lease, lane) = self.strong_lane(fd);
+        let mut out = Vec::with_capacity(bufs.len());
+        let mut total = 0;
+        let mut iter = bufs.into_iter();
+        while let Some(mut buf) = iter.next() {
+            let len = buf.bytes_init();
+            let mut done = 0;
+            while done < len {
+                let op = SendOp {
+                    fd: fd.shared().clone(),
+                    buf: buf.slice(done..len),
+                };
+                let (res, slice) = self.submit(lane, op).await;
+                buf = slice.into_inner();
+                match res {
+                    Ok(0) => {
+                        out.push(buf);
+                        out.extend(iter);
+                        let err =
+                            io::Error::new(io::ErrorKind::WriteZero, "peer accepted no bytes");
+                        return (Err(err), out);
+                    }
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        out.push(buf);
+                        out.extend(iter);
+                        return (Err(e), out);
+                    }
+                }
+            }
+            total += len;
+            out.push(buf);
+        }
+        (Ok(total), out)
+    }
+
+    /// Submits a caller-built SQE on the selected ring.
+    ///
+    /// `state` is moved into the operation; `build` runs once, right away,
+    /// and returns the SQE (its `user_data` is replaced by the runtime's);
+    /// `decode` gets the raw completion (or the error that kept the
+    /// operation from reaching the kernel, e.g. shutdown) and the state
+    /// back. If the future is dropped first, `state` is kept alive until
+    /// the kernel's final completion and the operation is cancelled with
+    /// `ASYNC_CANCEL`.
+    ///
+    /// # Safety
+    ///
+    /// The caller guarantees, for the SQE `build` returns:
+    ///
+    /// * every address in it points into heap memory owned by `state` that
+    ///   does not move when `state` is moved (a `Box`, `Vec`, `CString`
+    ///   ...), or into memory that outlives the operation (`'static`);
+    /// * that memory is not otherwise accessed while the kernel may use it
+    ///   (i.e. `decode` is the first to look at it);
+    /// * any fd it names stays open until the completion (hold a
+    ///   [`NativeFd`] clone in `state`);
+    /// * the opcode posts exactly one completion (no multishot, no
+    ///   `SEND_ZC` notification) and does not use `IOSQE_CQE_SKIP_SUCCESS`,
+    ///   fixed buffers/files the runtime did not register, or links.
+    ///
+    /// See `examples/native_extension_statx.rs` and the safe wrappers in
+    /// [`crate::extension::fs`].
+    pub unsafe fn submit_unsafe<S, B, D, T>(
+        &self,
+        state: S,
+        build: B,
+        decode: D,
+    ) -> impl Future<Output = io::Result<T>> + std::marker::Send + 'static
+    where
+        S: std::marker::Send + 'static,
+        B: FnOnce(&mut S) -> squeue::Entry + std::marker::Send + 'static,
+        D: FnOnce(io::Result<UringCqe>, S) -> io::Result<T> + std::marker::Send + 'static,
+        T: 'static,
+    {
+        self.submit(
+            self.lane(),
+            UnsafeOp {
+                state,
+                build: Some(build),
+                decode,
+            },
+        )
+    }
+
+    /// [`submit_unsafe`](UringNativeAny::submit_unsafe) on an explicit
+    /// shard's ring.
+    ///
+    /// # Safety
+    ///
+    /// As for [`submit_unsafe`](UringNativeAny::submit_unsafe).
+    pub unsafe fn submit_unsafe_on_shard<S, B, D, T>(
+        &self,
+        shard: ShardId,
+        state: S,
+        build: B,
+        decode: D,
+    ) -> impl Future<Output = io::Result<T>> + std::marker::Send + 'static
+    where
+        S: std::marker::Send + 'static,
+        B: FnOnce(&mut S) -> squeue::Entry + std::marker::Send + 'static,
+        D: FnOnce(io::Result<UringCqe>, S) -> io::Result<T> + std::marker::Send + 'static,
+        T: 'static,
+    {
+        self.submit(
+            Lane::Shard(shard),
+            UnsafeOp {
+                state,
+                build: Some(build),
+                decode,
+            },
+        )
     }
 }

@@ -28,11 +28,15 @@ pub(crate) mod linkat;
 pub(crate) mod mkdirat;
 pub(crate) mod openat;
 pub(crate) mod read;
+pub(crate) mod recv;
 pub(crate) mod renameat;
+pub(crate) mod send;
 mod shared_fd;
 pub(crate) mod statx;
 pub(crate) mod symlinkat;
+pub(crate) mod timeout;
 pub(crate) mod unlinkat;
+pub(crate) mod unsafe_op;
 pub(crate) mod write;
 
 pub(crate) use shared_fd::SharedFd;

@@ -11,6 +11,7 @@
 //! shard); on any other thread, `close(2)`.
 
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use io_uring::{opcode, types};
@@ -27,6 +28,8 @@ pub(crate) struct SharedFd {
 #[derive(Debug)]
 struct Inner {
     fd: RawFd,
+    /// The fd's lane lease for unbound native ops (see `native/lease.rs`).
+    lease: AtomicU64,
 }
 
 impl SharedFd {
@@ -34,12 +37,17 @@ impl SharedFd {
         SharedFd {
             inner: Arc::new(Inner {
                 fd: fd.into_raw_fd(),
+                lease: AtomicU64::new(0),
             }),
         }
     }
 
     pub(crate) fn raw(&self) -> RawFd {
         self.inner.fd
+    }
+
+    pub(crate) fn lease_word(&self) -> &AtomicU64 {
+        &self.inner.lease
     }
 
     /// The fd itself when this is the last reference, for an awaited close.

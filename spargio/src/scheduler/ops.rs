@@ -149,7 +149,9 @@ impl Shared {
         sqe: squeue::Entry,
         local: bool,
     ) {
-        let sqe = sqe.user_data(UserData::new(Tag::Op, key.to_payload()).raw());
+        let user_data = UserData::new(Tag::Op, key.to_payload()).raw();
+        let sqe = sqe.user_data(user_data);
+        crate::driver::audit::lend(user_data, &sqe);
         if local {
             crate::runtime::context::with_worker(|w| {
                 let w = w.expect("local submission off its shard");

@@ -1,0 +1,36 @@
+//! `IORING_OP_RECV` into an owned buffer.
+
+use io_uring::{opcode, squeue, types};
+
+use super::{Completion, OpKind, SharedFd};
+use crate::buf::{BufResult, IoBufMut};
+
+/// Receives up to the buffer's total length, filling from its first byte.
+/// Zero means the peer closed its side.
+pub(crate) struct Recv<B> {
+    pub(crate) fd: SharedFd,
+    pub(crate) buf: B,
+}
+
+// SAFETY: the SQE points into `buf`'s heap memory (IoBufMut's contract),
+// owned by this value.
+unsafe impl<B: IoBufMut> OpKind for Recv<B> {
+    type Output = BufResult<usize, B>;
+
+    fn build(&mut self) -> squeue::Entry {
+        let len = u32::try_from(self.buf.bytes_total()).unwrap_or(u32::MAX);
+        opcode::Recv::new(types::Fd(self.fd.raw()), self.buf.stable_mut_ptr(), len).build()
+    }
+
+    fn complete(mut self, done: Completion) -> BufResult<usize, B> {
+        match done.result {
+            Ok(n) => {
+                // SAFETY: the kernel initialized the first `n` bytes, at most
+                // the length we passed.
+                unsafe { self.buf.set_init(n as usize) };
+                (Ok(n as usize), self.buf)
+            }
+            Err(err) => (Err(err), self.buf),
+        }
+    }
+}
