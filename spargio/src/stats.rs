@@ -101,6 +101,13 @@ counters! {
     ring_msgs_injected_backpressure,
     /// Spawns refused with `RuntimeError::Overloaded`.
     stealable_backpressure,
+    /// Native operations submitted to this shard's ring (from any thread).
+    native_ops_submitted,
+    /// Native operations whose final completion this shard reaped.
+    native_ops_completed,
+    /// `ASYNC_CANCEL`s this shard pushed for dropped operations (and at
+    /// shutdown).
+    native_ops_cancelled,
 }
 
 impl Counters {

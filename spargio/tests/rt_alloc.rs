@@ -91,7 +91,44 @@ fn steady_state_paths_do_not_allocate() {
         .unwrap(),
     )
     .unwrap();
-    eprintln!("allocations: {msg_allocs} for 10000 message round trips, {spawn_allocs} for {spawns} spawn+join");
+    // File reads with a reused buffer, on the task's own shard.
+    let path = std::env::temp_dir().join(format!("spargio-alloc-{}", std::process::id()));
+    std::fs::write(&path, vec![3u8; 1 << 16]).unwrap();
+    let h3 = h.clone();
+    let p = path.clone();
+    let (read_allocs, reads) = block_on(
+        h.spawn_pinned(0, async move {
+            let file = spargio::fs::File::open(&h3, &p).await.unwrap();
+            let mut buf = Vec::with_capacity(4096);
+            let read = |n: u64, mut b: Vec<u8>| {
+                let file = &file;
+                async move {
+                    for i in 0..n {
+                        b.clear();
+                        let (res, back) = file.read_at_into((i % 16) * 4096, b).await;
+                        assert_eq!(res.unwrap(), 4096);
+                        b = back;
+                    }
+                    b
+                }
+            };
+            buf = read(1_000, buf).await;
+            let reads = 10_000;
+            let before = allocs();
+            let _ = read(reads, buf).await;
+            (allocs() - before, reads)
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    std::fs::remove_file(path).unwrap();
+    eprintln!(
+        "allocations: {msg_allocs} for 10000 message round trips, {spawn_allocs} for {spawns} \
+         spawn+join, {read_allocs} for {reads} file reads"
+    );
+    // File reads: the op-table slot, SQE, waker and fd handle are all
+    // reused; nothing per read.
+    assert_eq!(read_allocs, 0, "file reads allocated");
     // Messages: nothing per message, on either shard.
     assert_eq!(msg_allocs, 0, "message round trips allocated");
     // Spawns: the task itself (one allocation), plus at most an amortised

@@ -121,9 +121,8 @@ impl Driver {
     pub(crate) unsafe fn push_op(&mut self, entry: squeue::Entry) {
         if self.backlog.is_empty() {
             // SAFETY: forwarded from this function's contract.
-            match unsafe { self.ring.push(&entry) } {
-                Ok(()) => return,
-                Err(_) => {}
+            if unsafe { self.ring.push(&entry) }.is_ok() {
+                return;
             }
         }
         self.backlog.push_back(entry);

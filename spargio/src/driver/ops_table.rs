@@ -80,6 +80,8 @@ struct Inner {
 pub(crate) struct Reaped {
     pub(crate) wakers: Vec<Waker>,
     pub(crate) released: Vec<Keepalive>,
+    /// Final completions recorded.
+    pub(crate) completed: u64,
 }
 
 impl std::fmt::Debug for Reaped {
@@ -95,6 +97,7 @@ impl Reaped {
     /// Runs the follow-up work. Must be called with no lock or driver
     /// borrow held.
     pub(crate) fn settle(&mut self) {
+        self.completed = 0;
         for waker in self.wakers.drain(..) {
             waker.wake();
         }
@@ -102,7 +105,7 @@ impl Reaped {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.wakers.is_empty() && self.released.is_empty()
+        self.wakers.is_empty() && self.released.is_empty() && self.completed == 0
     }
 }
 
@@ -180,7 +183,7 @@ impl OpTable {
     pub(crate) fn mark_in_ring(&self, key: OpKey) -> bool {
         let mut inner = self.lock();
         match Self::entry(&mut inner, key) {
-            Some(e) if e.phase == Phase::Queued => {
+            Some(e) if e.phase == Phase::Queued && !matches!(e.life, Lifecycle::Completed(_)) => {
                 e.phase = Phase::InRing;
                 true
             }
@@ -245,6 +248,7 @@ impl OpTable {
         let mut inner = self.lock();
         for (key, outcome) in cqes {
             Self::complete_one(&mut inner, key, outcome, out);
+            out.completed += 1;
         }
         self.set_pending(&inner);
     }

@@ -24,20 +24,22 @@ use crate::RuntimeHandle;
 /// does the same and reports the kernel's verdict.
 ///
 /// ```
-/// # spargio::run(|handle| async move {
+/// # spargio::block_on(spargio::run(|handle| async move {
 /// use spargio::fs::File;
 ///
 /// let path = std::env::temp_dir().join(format!("spargio-doc-file-{}", std::process::id()));
 /// let file = File::create(&handle, &path).await.unwrap();
 /// file.write_all_at(0, b"hello, ring").await.unwrap();
 /// file.fsync().await.unwrap();
+/// file.close().await.unwrap();
 ///
+/// let file = File::open(&handle, &path).await.unwrap();
 /// let (n, buf) = file.read_at_into(7, Vec::with_capacity(16)).await;
 /// assert_eq!(n.unwrap(), 4);
 /// assert_eq!(buf, b"ring");
 /// file.close().await.unwrap();
 /// # std::fs::remove_file(&path).unwrap();
-/// # }).unwrap();
+/// # })).unwrap();
 /// ```
 ///
 /// [`close`]: File::close

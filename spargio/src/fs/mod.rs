@@ -19,16 +19,21 @@
 //! `i64::MAX` is `InvalidInput`.
 
 mod dir;
+mod du;
 mod file;
 mod helpers;
 mod metadata;
 mod open_options;
+mod read_dir;
 
+pub use crate::native::dirents::{DirEntry, DirEntryType};
 pub use dir::{create_dir, create_dir_all, hard_link, remove_dir, remove_file, rename, symlink};
+pub use du::{du, DuErrorMode, DuOptions, DuSizeMode, DuSummary, DuSymlinkMode};
 pub use file::File;
 pub use helpers::{canonicalize, read, read_to_string, set_permissions, write};
 pub use metadata::{metadata, metadata_lite, symlink_metadata, Metadata};
 pub use open_options::OpenOptions;
+pub use read_dir::{read_dir, ReadDir};
 
 use std::ffi::CString;
 use std::io;

@@ -15,7 +15,7 @@ use crate::RuntimeHandle;
 /// submitted.
 ///
 /// ```
-/// # spargio::run(|handle| async move {
+/// # spargio::block_on(spargio::run(|handle| async move {
 /// use spargio::fs::OpenOptions;
 ///
 /// let dir = std::env::temp_dir().join(format!("spargio-doc-oo-{}", std::process::id()));
@@ -29,7 +29,7 @@ use crate::RuntimeHandle;
 ///     .unwrap();
 /// file.write_all_at(0, b"hello").await.unwrap();
 /// # std::fs::remove_dir_all(&dir).unwrap();
-/// # }).unwrap();
+/// # })).unwrap();
 /// ```
 #[derive(Clone, Debug)]
 pub struct OpenOptions {

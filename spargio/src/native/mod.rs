@@ -1,6 +1,7 @@
 //! Native operations with no fixed shard: [`UringNativeAny`], the lane
 //! selector, and the safe wrappers of `spargio::extension`.
 
+pub(crate) mod dirents;
 mod fd;
 mod lease;
 pub(crate) mod statx;
@@ -57,14 +58,14 @@ pub struct UringCqe {
 /// dropped — so an fd number is never reused under an operation.
 ///
 /// ```
-/// # spargio::run(|handle| async move {
+/// # spargio::block_on(spargio::run(|handle| async move {
 /// use spargio::NativeFd;
 ///
 /// let native = handle.uring_native_unbound();
 /// let fd = NativeFd::from(std::fs::File::open("/proc/self/stat").unwrap());
 /// let bytes = native.read_at(&fd, 0, 64).await.unwrap();
 /// assert!(!bytes.is_empty());
-/// # }).unwrap();
+/// # })).unwrap();
 /// ```
 #[derive(Clone, Debug)]
 pub struct UringNativeAny {

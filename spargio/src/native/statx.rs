@@ -196,12 +196,12 @@ pub(crate) async fn statx_lane(
 /// picks.
 ///
 /// ```
-/// # spargio::run(|handle| async move {
+/// # spargio::block_on(spargio::run(|handle| async move {
 /// use spargio::extension::fs::statx;
 ///
 /// let meta = statx(&handle.uring_native_unbound(), "/").await.unwrap();
 /// assert!(meta.is_dir());
-/// # }).unwrap();
+/// # })).unwrap();
 /// ```
 pub async fn statx(native: &UringNativeAny, path: impl AsRef<Path>) -> io::Result<StatxMetadata> {
     let path = path_cstring(path.as_ref())?;

@@ -28,6 +28,7 @@ use io_uring::{opcode, squeue};
 use super::worker::Worker;
 use super::Shared;
 use crate::driver::{OpKey, Tag, UserData};
+use crate::stats::Counters;
 use crate::task::ShardId;
 use std::sync::Arc;
 
@@ -82,6 +83,7 @@ impl Worker {
     /// A cancel another thread asked for.
     pub(super) fn cancel_remote_op(&self, key: OpKey) {
         if self.me().ops.wants_cancel(key) {
+            Counters::bump_local(&self.counters().native_ops_cancelled);
             // SAFETY: an ASYNC_CANCEL carries no pointers.
             unsafe { self.push_sqe(cancel_entry(key)) };
         }
@@ -91,6 +93,7 @@ impl Worker {
     pub(super) fn settle_reaped(&self) {
         let mut reaped = std::mem::take(&mut *self.reaped.borrow_mut());
         if !reaped.is_empty() {
+            Counters::add_local(&self.counters().native_ops_completed, reaped.completed);
             reaped.settle();
         }
         // Hand the (empty) vectors back to keep their capacity.
@@ -118,6 +121,7 @@ impl Worker {
         };
         self.settle_reaped();
         for key in in_ring {
+            Counters::bump_local(&self.counters().native_ops_cancelled);
             // SAFETY: an ASYNC_CANCEL carries no pointers.
             unsafe { self.push_sqe(cancel_entry(key)) };
         }
@@ -152,6 +156,7 @@ impl Shared {
         let user_data = UserData::new(Tag::Op, key.to_payload()).raw();
         let sqe = sqe.user_data(user_data);
         crate::driver::audit::lend(user_data, &sqe);
+        Counters::bump_shared(&self.shards[shard].counters.native_ops_submitted);
         if local {
             crate::runtime::context::with_worker(|w| {
                 let w = w.expect("local submission off its shard");
