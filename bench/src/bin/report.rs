@@ -30,6 +30,9 @@ const GROUP_ORDER: &[&str] = &[
     "cold_start_ping_pong",
     "fanout_fanin_balanced",
     "fanout_fanin_skewed",
+    "fs_read_rtt_4k",
+    "fs_read_throughput_4k_qd32",
+    "fs_metadata_rtt",
 ];
 
 /// Variants in their natural order; others follow by name.
@@ -41,6 +44,15 @@ const VARIANT_ORDER: &[&str] = &[
     "tokio_mt_4",
     "spargio_ncpu",
     "tokio_mt_ncpu",
+    "spargio_fs_read_at_qd1",
+    "tokio_spawn_blocking_pread_qd1",
+    "compio_fs_read_at_qd1",
+    "spargio_fs_read_at_qd32",
+    "tokio_spawn_blocking_pread_qd32",
+    "compio_fs_read_at_qd32",
+    "spargio_metadata_lite",
+    "tokio_spawn_blocking_metadata",
+    "compio_metadata",
 ];
 
 /// Directories under `criterion/` that are not benchmark groups.

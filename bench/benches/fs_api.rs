@@ -1,0 +1,681 @@
+//! File reads and metadata lookups from the page cache.
+//!
+//! * `fs_read_rtt_4k`: 256 reads of 4 KiB per iteration, one at a time
+//!   (depth 1), at scattered 4 KiB-aligned offsets of a 64 MiB file.
+//! * `fs_read_throughput_4k_qd32`: 1024 such reads per iteration, 32 in
+//!   flight at all times (a new read starts as soon as one finishes).
+//! * `fs_metadata_rtt`: 256 metadata lookups per iteration, one at a time,
+//!   cycling over 64 small files.
+//!
+//! The fixtures live in a temporary directory created once at start-up and
+//! removed at the end; the data file is read once before any measurement,
+//! so every read hits the page cache. Every read is checked (full 4 KiB, and
+//! the block index stamped in its first 8 bytes), every lookup's size is
+//! summed and checked.
+//!
+//! Variants, each with 2 runtime worker threads and its runtimes built
+//! once, outside the measurement:
+//! * tokio (`tokio_spawn_blocking_*`): multi-thread runtime with 2 workers;
+//!   each read is a `spawn_blocking` running `FileExt::read_at` on a shared
+//!   `std::fs::File` (what `tokio::fs` does), the buffer moved into the
+//!   closure and back out so it is reused; depth 32 keeps 32 such reads in a
+//!   `JoinSet` (tokio's blocking pool runs them). Metadata is
+//!   `tokio::fs::metadata`.
+//! * spargio (`spargio_*`): `shards(2)`; depth 1 is one stealable task doing
+//!   `File::read_at_into` with a reused buffer; depth 32 is one stealable
+//!   task per shard, each with 16 `read_at_into` futures in flight in a
+//!   `FuturesUnordered`. Metadata is `spargio::fs::metadata_lite` (native
+//!   `IORING_OP_STATX`) from one stealable task.
+//! * compio (`compio_*`): two persistent compio runtimes, one per thread
+//!   (compio is thread-per-core), the data file opened on each;
+//!   `compio::fs::File` with `AsyncReadAt::read_at` and reused buffers.
+//!   Depth 1 and metadata (`compio::fs::metadata`, native `STATX`) are a
+//!   serial stream, so they run on one runtime; depth 32 is split over both,
+//!   16 in flight on each, with the same `FuturesUnordered` driver as
+//!   spargio.
+//!
+//! As in the other benches, every variant's iteration starts on the
+//! benchmark thread, hands the work to a runtime worker and waits for it,
+//! so the handoff is measured on every side.
+
+use std::fs;
+use std::future::Future;
+use std::hint::black_box;
+use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc};
+use std::thread;
+
+use criterion::{Criterion, Throughput};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+/// Read size, and alignment of every offset.
+const BLOCK: usize = 4096;
+/// Blocks in the data file (64 MiB).
+const FILE_BLOCKS: u64 = 16 * 1024;
+/// Reads per iteration of `fs_read_rtt_4k`.
+const RTT_READS: usize = 256;
+/// Reads per iteration of `fs_read_throughput_4k_qd32`.
+const QD32_READS: usize = 1024;
+/// Reads in flight in `fs_read_throughput_4k_qd32`.
+const QD: usize = 32;
+/// Files the metadata lookups cycle over.
+const META_FILES: usize = 64;
+/// Lookups per iteration of `fs_metadata_rtt`.
+const META_LOOKUPS: usize = 256;
+/// Worker threads (tokio workers, spargio shards) on every side.
+const WORKERS: usize = 2;
+
+/// Block read by read `i` of an iteration: a fixed scatter over the file
+/// (7919 is prime, so coprime with the block count: no block repeats within
+/// an iteration).
+fn block_of(i: usize) -> u64 {
+    (i as u64 * 7919 + 11) % FILE_BLOCKS
+}
+
+fn offset_of(i: usize) -> u64 {
+    block_of(i) * BLOCK as u64
+}
+
+/// What the checksum of reads `0..reads` must be.
+fn expected_read_sum(reads: usize) -> u64 {
+    (0..reads).map(block_of).sum()
+}
+
+/// Checks that read `i` returned its whole block and returns the block
+/// index stamped in the block's first 8 bytes.
+fn check_block(i: usize, res: io::Result<usize>, buf: &[u8]) -> u64 {
+    let n = res.unwrap_or_else(|err| panic!("read {i} failed: {err}"));
+    assert_eq!(n, BLOCK, "short read {i}");
+    let stamp = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+    assert_eq!(stamp, block_of(i), "read {i} returned the wrong block");
+    stamp
+}
+
+/// A read's index, result and buffer.
+type ReadDone = (usize, io::Result<usize>, Vec<u8>);
+
+/// Reads `indices`, one per buffer in `bufs` in flight (a new read starts
+/// as soon as one finishes), through `read`; returns the checksum with the
+/// buffers back in `bufs`. One driver, in one task, for spargio and compio.
+async fn reads_in_flight<I, F, Fut>(indices: I, bufs: &mut Vec<Vec<u8>>, read: F) -> u64
+where
+    I: IntoIterator<Item = usize>,
+    F: Fn(usize, Vec<u8>) -> Fut,
+    Fut: Future<Output = ReadDone>,
+{
+    let mut indices = indices.into_iter();
+    let mut in_flight = FuturesUnordered::new();
+    while !bufs.is_empty() {
+        let Some(i) = indices.next() else { break };
+        let buf = bufs.pop().expect("not empty");
+        in_flight.push(read(i, buf));
+    }
+    let mut sum = 0;
+    while let Some((i, res, buf)) = in_flight.next().await {
+        sum += check_block(i, res, &buf);
+        match indices.next() {
+            Some(next) => in_flight.push(read(next, buf)),
+            None => bufs.push(buf),
+        }
+    }
+    sum
+}
+
+/// Part `part` of `parts` of reads `0..reads` (every `parts`-th read), for
+/// spreading the depth-32 reads over the workers.
+fn part_of(reads: usize, part: usize, parts: usize) -> std::iter::StepBy<std::ops::Range<usize>> {
+    (part..reads).step_by(parts)
+}
+
+fn read_buffers(n: usize, filled: bool) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|_| {
+            if filled {
+                vec![0; BLOCK]
+            } else {
+                Vec::with_capacity(BLOCK)
+            }
+        })
+        .collect()
+}
+
+// --------------------------------------------------------------- fixtures
+
+/// The data file and the metadata files, in a temporary directory removed
+/// on drop.
+struct Fixture {
+    dir: PathBuf,
+    data: PathBuf,
+    meta: Arc<[PathBuf]>,
+    /// Sum of the sizes of the `META_LOOKUPS` lookups of one iteration.
+    meta_sum: u64,
+}
+
+impl Fixture {
+    fn new() -> io::Result<Fixture> {
+        let dir = std::env::temp_dir().join(format!("spargio-bench-fs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir)?;
+        let data = dir.join("data.bin");
+        let mut out = BufWriter::with_capacity(1 << 20, fs::File::create(&data)?);
+        let mut block = vec![0xA5u8; BLOCK];
+        for b in 0..FILE_BLOCKS {
+            block[..8].copy_from_slice(&b.to_le_bytes());
+            out.write_all(&block)?;
+        }
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+
+        // Warm the page cache: read the whole file once.
+        let mut warm = fs::File::open(&data)?;
+        let mut chunk = vec![0u8; 1 << 20];
+        let mut total = 0u64;
+        loop {
+            match warm.read(&mut chunk)? {
+                0 => break,
+                n => total += n as u64,
+            }
+        }
+        assert_eq!(total, FILE_BLOCKS * BLOCK as u64);
+
+        let meta: Vec<PathBuf> = (0..META_FILES)
+            .map(|i| {
+                let path = dir.join(format!("meta-{i:02}"));
+                fs::write(&path, vec![b'm'; meta_len(i) as usize]).map(|()| path)
+            })
+            .collect::<io::Result<_>>()?;
+        let meta_sum = (0..META_LOOKUPS).map(|j| meta_len(j % META_FILES)).sum();
+        Ok(Fixture {
+            dir,
+            data,
+            meta: meta.into(),
+            meta_sum,
+        })
+    }
+}
+
+/// Size of metadata file `i`.
+fn meta_len(i: usize) -> u64 {
+    1 + 37 * i as u64
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+// ------------------------------------------------------------------ tokio
+
+/// A multi-thread runtime with 2 workers and the data file as a shared
+/// `std::fs::File` (`tokio::fs::File` has no positional reads and allows
+/// one operation at a time, so positional reads go through
+/// `spawn_blocking` directly, as `tokio::fs` does internally).
+struct TokioSide {
+    rt: tokio::runtime::Runtime,
+    file: Arc<fs::File>,
+    meta: Arc<[PathBuf]>,
+    /// Reused between iterations (moved into the driver task and back).
+    bufs: Option<Vec<Vec<u8>>>,
+}
+
+impl TokioSide {
+    fn new(fx: &Fixture) -> TokioSide {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(WORKERS)
+            .build()
+            .expect("tokio multi-thread runtime");
+        TokioSide {
+            rt,
+            file: Arc::new(fs::File::open(&fx.data).expect("open data file")),
+            meta: fx.meta.clone(),
+            bufs: Some(read_buffers(QD, true)),
+        }
+    }
+
+    /// Runs `f(file, bufs)` as a task on the runtime and waits for it.
+    fn run<F, Fut>(&mut self, f: F) -> u64
+    where
+        F: FnOnce(Arc<fs::File>, Vec<Vec<u8>>) -> Fut,
+        Fut: Future<Output = (u64, Vec<Vec<u8>>)> + Send + 'static,
+    {
+        let bufs = self
+            .bufs
+            .take()
+            .expect("buffers are home between iterations");
+        let task = f(self.file.clone(), bufs);
+        let (sum, bufs) = self
+            .rt
+            .block_on(async { tokio::spawn(task).await.expect("driver task") });
+        self.bufs = Some(bufs);
+        sum
+    }
+
+    fn reads_qd1(&mut self, reads: usize) -> u64 {
+        self.run(move |file, mut bufs| async move {
+            let mut buf = bufs.pop().expect("a buffer");
+            let mut sum = 0;
+            for i in 0..reads {
+                let file = file.clone();
+                let (res, back) = tokio::task::spawn_blocking(move || {
+                    let res = file.read_at(&mut buf, offset_of(i));
+                    (res, buf)
+                })
+                .await
+                .expect("blocking read");
+                buf = back;
+                sum += check_block(i, res, &buf);
+            }
+            bufs.push(buf);
+            (sum, bufs)
+        })
+    }
+
+    fn reads_qd(&mut self, reads: usize) -> u64 {
+        self.run(move |file, mut bufs| async move {
+            let mut set = tokio::task::JoinSet::new();
+            let start = |set: &mut tokio::task::JoinSet<ReadDone>, i: usize, mut buf: Vec<u8>| {
+                let file = file.clone();
+                set.spawn_blocking(move || {
+                    let res = file.read_at(&mut buf, offset_of(i));
+                    (i, res, buf)
+                });
+            };
+            let mut next = 0;
+            while next < reads {
+                let Some(buf) = bufs.pop() else { break };
+                start(&mut set, next, buf);
+                next += 1;
+            }
+            let mut sum = 0;
+            while let Some(done) = set.join_next().await {
+                let (i, res, buf) = done.expect("blocking read");
+                sum += check_block(i, res, &buf);
+                if next < reads {
+                    start(&mut set, next, buf);
+                    next += 1;
+                } else {
+                    bufs.push(buf);
+                }
+            }
+            (sum, bufs)
+        })
+    }
+
+    fn metadata(&mut self, lookups: usize) -> u64 {
+        let meta = self.meta.clone();
+        self.run(move |_, bufs| async move {
+            let mut sum = 0;
+            for j in 0..lookups {
+                sum += tokio::fs::metadata(&meta[j % meta.len()])
+                    .await
+                    .expect("metadata")
+                    .len();
+            }
+            (sum, bufs)
+        })
+    }
+}
+
+// ---------------------------------------------------------------- spargio
+
+/// A 2-shard runtime and the data file, opened once.
+struct SpargioSide {
+    /// Kept for its `Drop` (shuts down and joins the shards).
+    _rt: spargio::Runtime,
+    handle: spargio::RuntimeHandle,
+    file: Arc<spargio::fs::File>,
+    meta: Arc<[PathBuf]>,
+    /// Reused between iterations (moved into the driver task and back).
+    bufs: Option<Vec<Vec<u8>>>,
+}
+
+impl SpargioSide {
+    fn new(fx: &Fixture) -> SpargioSide {
+        let rt = spargio::Runtime::builder()
+            .shards(WORKERS)
+            .build()
+            .expect("spargio runtime");
+        let handle = rt.handle();
+        let open = {
+            let handle = handle.clone();
+            let path = fx.data.clone();
+            handle
+                .clone()
+                .spawn_stealable(async move { spargio::fs::File::open(&handle, path).await })
+                .expect("spawn open")
+        };
+        let file = spargio::block_on(open)
+            .expect("open task")
+            .expect("open data file");
+        SpargioSide {
+            _rt: rt,
+            handle,
+            file: Arc::new(file),
+            meta: fx.meta.clone(),
+            bufs: Some(read_buffers(QD, false)),
+        }
+    }
+
+    /// Runs `f(file, bufs)` as a stealable task and waits for it.
+    fn run<F, Fut>(&mut self, f: F) -> u64
+    where
+        F: FnOnce(Arc<spargio::fs::File>, Vec<Vec<u8>>) -> Fut,
+        Fut: Future<Output = (u64, Vec<Vec<u8>>)> + Send + 'static,
+    {
+        let bufs = self
+            .bufs
+            .take()
+            .expect("buffers are home between iterations");
+        let task = self
+            .handle
+            .spawn_stealable(f(self.file.clone(), bufs))
+            .expect("spawn driver");
+        let (sum, bufs) = spargio::block_on(task).expect("driver task");
+        self.bufs = Some(bufs);
+        sum
+    }
+
+    fn reads_qd1(&mut self, reads: usize) -> u64 {
+        self.run(move |file, mut bufs| async move {
+            let mut buf = bufs.pop().expect("a buffer");
+            let mut sum = 0;
+            for i in 0..reads {
+                let (res, back) = file.read_at_into(offset_of(i), buf).await;
+                buf = back;
+                sum += check_block(i, res, &buf);
+            }
+            bufs.push(buf);
+            (sum, bufs)
+        })
+    }
+
+    /// Depth 32 spread over the shards: one stealable task per shard
+    /// (the scheduler puts them on different shards), each keeping
+    /// `QD / WORKERS` reads in flight over every `WORKERS`-th read. One task
+    /// with all 32 in flight uses one shard's ring only and measured about
+    /// twice as slow.
+    fn reads_qd(&mut self, reads: usize) -> u64 {
+        let mut bufs = self
+            .bufs
+            .take()
+            .expect("buffers are home between iterations");
+        let per_part = bufs.len() / WORKERS;
+        let parts: Vec<_> = (0..WORKERS)
+            .map(|part| {
+                let mut mine: Vec<Vec<u8>> = bufs.drain(..per_part).collect();
+                let file = self.file.clone();
+                self.handle
+                    .spawn_stealable(async move {
+                        let file = &*file;
+                        let indices = part_of(reads, part, WORKERS);
+                        let sum = reads_in_flight(indices, &mut mine, |i, buf| async move {
+                            let (res, buf) = file.read_at_into(offset_of(i), buf).await;
+                            (i, res, buf)
+                        })
+                        .await;
+                        (sum, mine)
+                    })
+                    .expect("spawn part")
+            })
+            .collect();
+        let mut sum = 0;
+        for part in parts {
+            let (part_sum, mine) = spargio::block_on(part).expect("part task");
+            sum += part_sum;
+            bufs.extend(mine);
+        }
+        self.bufs = Some(bufs);
+        sum
+    }
+
+    fn metadata(&mut self, lookups: usize) -> u64 {
+        let meta = self.meta.clone();
+        let handle = self.handle.clone();
+        self.run(move |_, bufs| async move {
+            let mut sum = 0;
+            for j in 0..lookups {
+                sum += spargio::fs::metadata_lite(&handle, &meta[j % meta.len()])
+                    .await
+                    .expect("metadata")
+                    .size;
+            }
+            (sum, bufs)
+        })
+    }
+}
+
+// ----------------------------------------------------------------- compio
+
+#[derive(Clone, Copy, Debug)]
+enum CompioJob {
+    /// Reads `0..reads`, one at a time.
+    ReadsQd1(usize),
+    /// Part `part` of `parts` of reads `0..reads`, `QD / parts` in flight.
+    ReadsQd {
+        reads: usize,
+        part: usize,
+        parts: usize,
+    },
+    /// `lookups` metadata lookups, one at a time.
+    Metadata(usize),
+}
+
+/// Persistent compio runtimes, one per thread (compio is thread-per-core),
+/// each with the data file opened on it once. The benchmark thread hands
+/// jobs over channels and waits for the checksums. A serial stream (depth
+/// 1, metadata) runs on one runtime; depth 32 is split over all of them.
+struct CompioPool {
+    jobs: Vec<mpsc::Sender<CompioJob>>,
+    done: mpsc::Receiver<u64>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl CompioPool {
+    fn new(fx: &Fixture) -> CompioPool {
+        let (done_tx, done) = mpsc::channel();
+        let (jobs, threads) = (0..WORKERS)
+            .map(|_| {
+                let (jobs, job_rx) = mpsc::channel::<CompioJob>();
+                let done_tx = done_tx.clone();
+                let data = fx.data.clone();
+                let meta = fx.meta.clone();
+                let thread = thread::spawn(move || {
+                    let rt = compio::runtime::Runtime::new().expect("compio runtime");
+                    let file = rt
+                        .block_on(compio::fs::File::open(&data))
+                        .expect("open data file");
+                    let mut bufs = read_buffers(QD, false);
+                    while let Ok(job) = job_rx.recv() {
+                        let sum = rt.block_on(compio_job(job, &file, &meta, &mut bufs));
+                        if done_tx.send(sum).is_err() {
+                            break;
+                        }
+                    }
+                });
+                (jobs, thread)
+            })
+            .unzip();
+        CompioPool {
+            jobs,
+            done,
+            threads,
+        }
+    }
+
+    /// Runs `job` on the first runtime.
+    fn run_one(&self, job: CompioJob) -> u64 {
+        self.jobs[0].send(job).expect("compio worker alive");
+        self.done.recv().expect("compio worker alive")
+    }
+
+    /// Depth 32 over all runtimes; returns the summed checksum.
+    fn reads_qd(&self, reads: usize) -> u64 {
+        let parts = self.jobs.len();
+        for (part, jobs) in self.jobs.iter().enumerate() {
+            jobs.send(CompioJob::ReadsQd { reads, part, parts })
+                .expect("compio worker alive");
+        }
+        (0..parts)
+            .map(|_| self.done.recv().expect("compio worker alive"))
+            .sum()
+    }
+}
+
+async fn compio_job(
+    job: CompioJob,
+    file: &compio::fs::File,
+    meta: &[PathBuf],
+    bufs: &mut Vec<Vec<u8>>,
+) -> u64 {
+    use compio::buf::BufResult;
+    use compio::io::AsyncReadAt;
+
+    match job {
+        CompioJob::ReadsQd1(reads) => {
+            let mut buf = bufs.pop().expect("a buffer");
+            let mut sum = 0;
+            for i in 0..reads {
+                let BufResult(res, back) = file.read_at(buf, offset_of(i)).await;
+                buf = back;
+                sum += check_block(i, res, &buf);
+            }
+            bufs.push(buf);
+            sum
+        }
+        CompioJob::ReadsQd { reads, part, parts } => {
+            let mut mine = bufs.split_off(bufs.len() - QD / parts);
+            let sum = reads_in_flight(
+                part_of(reads, part, parts),
+                &mut mine,
+                |i, buf| async move {
+                    let BufResult(res, buf) = file.read_at(buf, offset_of(i)).await;
+                    (i, res, buf)
+                },
+            )
+            .await;
+            bufs.append(&mut mine);
+            sum
+        }
+        CompioJob::Metadata(lookups) => {
+            let mut sum = 0;
+            for j in 0..lookups {
+                sum += compio::fs::metadata(&meta[j % meta.len()])
+                    .await
+                    .expect("metadata")
+                    .len();
+            }
+            sum
+        }
+    }
+}
+
+impl Drop for CompioPool {
+    fn drop(&mut self) {
+        // Closing the job channels ends the workers.
+        self.jobs.clear();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+// ------------------------------------------------------------- benchmarks
+
+fn fs_read_rtt_4k(c: &mut Criterion, fx: &Fixture) {
+    let want = expected_read_sum(RTT_READS);
+    let mut group = c.benchmark_group("fs_read_rtt_4k");
+    group.throughput(Throughput::Elements(RTT_READS as u64));
+    {
+        let mut side = TokioSide::new(fx);
+        group.bench_function("tokio_spawn_blocking_pread_qd1", |b| {
+            b.iter(|| assert_eq!(black_box(side.reads_qd1(RTT_READS)), want))
+        });
+    }
+    {
+        let mut side = SpargioSide::new(fx);
+        group.bench_function("spargio_fs_read_at_qd1", |b| {
+            b.iter(|| assert_eq!(black_box(side.reads_qd1(RTT_READS)), want))
+        });
+    }
+    {
+        let pool = CompioPool::new(fx);
+        group.bench_function("compio_fs_read_at_qd1", |b| {
+            b.iter(|| {
+                assert_eq!(
+                    black_box(pool.run_one(CompioJob::ReadsQd1(RTT_READS))),
+                    want
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
+fn fs_read_throughput_4k_qd32(c: &mut Criterion, fx: &Fixture) {
+    let want = expected_read_sum(QD32_READS);
+    let mut group = c.benchmark_group("fs_read_throughput_4k_qd32");
+    group.throughput(Throughput::Elements(QD32_READS as u64));
+    {
+        let mut side = TokioSide::new(fx);
+        group.bench_function("tokio_spawn_blocking_pread_qd32", |b| {
+            b.iter(|| assert_eq!(black_box(side.reads_qd(QD32_READS)), want))
+        });
+    }
+    {
+        let mut side = SpargioSide::new(fx);
+        group.bench_function("spargio_fs_read_at_qd32", |b| {
+            b.iter(|| assert_eq!(black_box(side.reads_qd(QD32_READS)), want))
+        });
+    }
+    {
+        let pool = CompioPool::new(fx);
+        group.bench_function("compio_fs_read_at_qd32", |b| {
+            b.iter(|| assert_eq!(black_box(pool.reads_qd(QD32_READS)), want))
+        });
+    }
+    group.finish();
+}
+
+fn fs_metadata_rtt(c: &mut Criterion, fx: &Fixture) {
+    let want = fx.meta_sum;
+    let mut group = c.benchmark_group("fs_metadata_rtt");
+    group.throughput(Throughput::Elements(META_LOOKUPS as u64));
+    {
+        let mut side = TokioSide::new(fx);
+        group.bench_function("tokio_spawn_blocking_metadata", |b| {
+            b.iter(|| assert_eq!(black_box(side.metadata(META_LOOKUPS)), want))
+        });
+    }
+    {
+        let mut side = SpargioSide::new(fx);
+        group.bench_function("spargio_metadata_lite", |b| {
+            b.iter(|| assert_eq!(black_box(side.metadata(META_LOOKUPS)), want))
+        });
+    }
+    {
+        let pool = CompioPool::new(fx);
+        group.bench_function("compio_metadata", |b| {
+            b.iter(|| {
+                assert_eq!(
+                    black_box(pool.run_one(CompioJob::Metadata(META_LOOKUPS))),
+                    want
+                )
+            })
+        });
+    }
+    group.finish();
+}
+
+fn main() {
+    // Not `criterion_main!`: the fixtures are made once for all groups and
+    // removed at the end.
+    let fx = Fixture::new().expect("create fs fixtures");
+    let mut c = Criterion::default().configure_from_args();
+    fs_read_rtt_4k(&mut c, &fx);
+    fs_read_throughput_4k_qd32(&mut c, &fx);
+    fs_metadata_rtt(&mut c, &fx);
+    c.final_summary();
+    drop(fx);
+}
