@@ -25,7 +25,13 @@ fn main() {
                     m.blocks,
                     m.ino,
                     m.mode & 0o7777,
-                    if m.is_dir() { "directory" } else if m.is_file() { "file" } else { "other" },
+                    if m.is_dir() {
+                        "directory"
+                    } else if m.is_file() {
+                        "file"
+                    } else {
+                        "other"
+                    },
                 ),
                 Err(e) => println!("{path}: {e}"),
             }
@@ -39,7 +45,11 @@ fn main() {
         }
         // With the blocking fallback, for old kernels.
         let root = statx_or_metadata(&handle, "/").await.expect("stat /");
-        println!("/ is on device {}:{}", libc_major(root.dev), libc_minor(root.dev));
+        println!(
+            "/ is on device {}:{}",
+            libc_major(root.dev),
+            libc_minor(root.dev)
+        );
     }));
     if let Err(e) = result {
         eprintln!("runtime failed: {e}");

@@ -115,8 +115,28 @@ fn steady_state_paths_do_not_allocate() {
             buf = read(1_000, buf).await;
             let reads = 10_000;
             let before = allocs();
-            let _ = read(reads, buf).await;
-            (allocs() - before, reads)
+            buf = read(reads, buf).await;
+            let inline_allocs = allocs() - before;
+            // The same through the ring (the unbound lane never reads
+            // inline), on this shard's ring or the other's.
+            let native = h3.uring_native_unbound();
+            let fd = file.native_fd();
+            let ring_read = |n: u64, mut b: Vec<u8>| {
+                let (native, fd) = (&native, &fd);
+                async move {
+                    for i in 0..n {
+                        b.clear();
+                        let (res, back) = native.read_at_into(fd, (i % 16) * 4096, b).await;
+                        assert_eq!(res.unwrap(), 4096);
+                        b = back;
+                    }
+                    b
+                }
+            };
+            buf = ring_read(1_000, buf).await;
+            let before = allocs();
+            let _ = ring_read(reads, buf).await;
+            (inline_allocs + allocs() - before, 2 * reads)
         })
         .unwrap(),
     )
@@ -126,8 +146,8 @@ fn steady_state_paths_do_not_allocate() {
         "allocations: {msg_allocs} for 10000 message round trips, {spawn_allocs} for {spawns} \
          spawn+join, {read_allocs} for {reads} file reads"
     );
-    // File reads: the op-table slot, SQE, waker and fd handle are all
-    // reused; nothing per read.
+    // File reads, inline and through the ring: the op-table slot, SQE,
+    // waker and fd handle are all reused; nothing per read.
     assert_eq!(read_allocs, 0, "file reads allocated");
     // Messages: nothing per message, on either shard.
     assert_eq!(msg_allocs, 0, "message round trips allocated");

@@ -9,7 +9,7 @@ use crate::buf::{BufResult, IoBuf, IoBufMut};
 use crate::op::close::Close;
 use crate::op::fsync::Fsync;
 use crate::op::ftruncate::Ftruncate;
-use crate::op::read::ReadAt;
+use crate::op::read::{read_cached, ReadAt};
 use crate::op::statx::Statx;
 use crate::op::write::WriteAt;
 use crate::op::{Lane, Op, SharedFd};
@@ -91,9 +91,22 @@ impl File {
     /// Reads into `buf` at `offset`, filling from the buffer's first byte up
     /// to its capacity; returns the count and the buffer. The buffer comes
     /// back on error too.
-    pub async fn read_at_into<B: IoBufMut>(&self, offset: u64, buf: B) -> BufResult<usize, B> {
+    ///
+    /// Data already in the page cache is copied at once
+    /// (`preadv2(RWF_NOWAIT)`, which cannot block); otherwise the read goes
+    /// through the ring. Either way the count may be short of the
+    /// buffer's capacity (at end of file, or when only part of the range is
+    /// cached); [`read_to_end_at`](File::read_to_end_at) loops.
+    pub async fn read_at_into<B: IoBufMut>(&self, offset: u64, mut buf: B) -> BufResult<usize, B> {
         if let Err(err) = check_offset(offset, buf.bytes_total()) {
             return (Err(err), buf);
+        }
+        // (Not once the runtime is shutting down: then every read fails
+        // alike, cached or not.)
+        if !self.handle.shared.is_closing() {
+            if let Some(res) = read_cached(&self.fd, &mut buf, offset) {
+                return (res, buf);
+            }
         }
         self.submit(ReadAt {
             fd: self.fd.clone(),

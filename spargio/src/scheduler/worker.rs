@@ -283,7 +283,10 @@ impl Worker {
         } else {
             self.queue.push_back(r)
         };
-        if to_deque {
+        // Outside a poll (a completion or timer woke the task), this shard
+        // is about to run its queue: a sibling is worth waking only when
+        // more than this one task waits.
+        if to_deque && (self.in_poll.get() || self.queue.deque().len() > 1) {
             self.shared.idle.wake_one(&self.shared, self.id);
         }
     }
