@@ -32,17 +32,32 @@ unsafe impl IoBufMut for Vec<u8> {
     }
 }
 
-// SAFETY: a boxed slice is a fixed heap block, fully initialized.
-unsafe impl IoBuf for Box<[u8]> {
-    fn stable_ptr(&self) -> *const u8 {
-        self.as_ptr()
-    }
-    fn bytes_init(&self) -> usize {
-        self.len()
-    }
-    fn bytes_total(&self) -> usize {
-        self.len()
-    }
+/// `IoBuf` for a type whose bytes are all initialized and whose length is
+/// its capacity.
+macro_rules! fully_initialized {
+    ($($ty:ty: $why:literal;)*) => {$(
+        #[doc = $why]
+        // SAFETY: see the line above: the memory does not move with the
+        // value, and every byte of `len` is initialized.
+        unsafe impl IoBuf for $ty {
+            fn stable_ptr(&self) -> *const u8 {
+                self.as_ptr()
+            }
+            fn bytes_init(&self) -> usize {
+                self.len()
+            }
+            fn bytes_total(&self) -> usize {
+                self.len()
+            }
+        }
+    )*};
+}
+
+fully_initialized! {
+    Box<[u8]>: "A boxed slice is a fixed, fully initialized heap block.";
+    &'static [u8]: "`'static` data never moves nor goes away.";
+    &'static str: "`'static` data never moves nor goes away.";
+    bytes::Bytes: "`Bytes` points to an immutable, reference-counted heap block (or static data) that moving the handle does not move.";
 }
 
 // SAFETY: every byte is initialized already; nothing to record.
@@ -51,46 +66,6 @@ unsafe impl IoBufMut for Box<[u8]> {
         self.as_mut_ptr()
     }
     unsafe fn set_init(&mut self, _pos: usize) {}
-}
-
-// SAFETY: `'static` data never moves nor goes away.
-unsafe impl IoBuf for &'static [u8] {
-    fn stable_ptr(&self) -> *const u8 {
-        self.as_ptr()
-    }
-    fn bytes_init(&self) -> usize {
-        self.len()
-    }
-    fn bytes_total(&self) -> usize {
-        self.len()
-    }
-}
-
-// SAFETY: as for `&'static [u8]`.
-unsafe impl IoBuf for &'static str {
-    fn stable_ptr(&self) -> *const u8 {
-        self.as_ptr()
-    }
-    fn bytes_init(&self) -> usize {
-        self.len()
-    }
-    fn bytes_total(&self) -> usize {
-        self.len()
-    }
-}
-
-// SAFETY: `Bytes` points to an immutable, reference-counted heap block (or
-// static data) that moving the handle does not move.
-unsafe impl IoBuf for bytes::Bytes {
-    fn stable_ptr(&self) -> *const u8 {
-        self.as_ptr()
-    }
-    fn bytes_init(&self) -> usize {
-        self.len()
-    }
-    fn bytes_total(&self) -> usize {
-        self.len()
-    }
 }
 
 // SAFETY: `BytesMut` owns a heap block that moving the handle does not move;
