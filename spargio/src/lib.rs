@@ -67,6 +67,7 @@ pub mod extension;
 pub mod fs;
 mod messaging;
 mod native;
+pub mod net;
 mod op;
 mod runtime;
 mod scheduler;

@@ -21,7 +21,9 @@
 //! In steady state an operation allocates nothing: the entry lives in a
 //! slab, the SQE travels by value, the waker is the task's own.
 
+pub(crate) mod accept;
 pub(crate) mod close;
+pub(crate) mod connect;
 pub(crate) mod fsync;
 pub(crate) mod ftruncate;
 pub(crate) mod linkat;
@@ -32,6 +34,8 @@ pub(crate) mod recv;
 pub(crate) mod renameat;
 pub(crate) mod send;
 mod shared_fd;
+pub(crate) mod shutdown;
+pub(crate) mod socket;
 pub(crate) mod statx;
 pub(crate) mod symlinkat;
 pub(crate) mod timeout;

@@ -1,0 +1,372 @@
+//! TCP: `TcpListener` and `TcpStream`.
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use socket2::{Domain, SockRef, Type};
+
+use super::addr::{connect, first_ok, resolve, socket};
+use super::stream::{stream_methods, StreamCore};
+use super::StreamSessionPolicy;
+use crate::op::accept::Accept;
+use crate::op::{Lane, Op, SharedFd};
+use crate::RuntimeHandle;
+
+/// A TCP connection. Clones share the socket (and the session shard), so
+/// one task can send while another receives.
+///
+/// Every operation is a native io_uring operation on the stream's session
+/// shard (see [`StreamSessionPolicy`]); buffers are owned and come back
+/// with the result.
+///
+/// ```
+/// # spargio::block_on(spargio::run(|handle| async move {
+/// use spargio::net::{TcpListener, TcpStream};
+///
+/// let listener = TcpListener::bind(&handle, "127.0.0.1:0").await.unwrap();
+/// let addr = listener.local_addr().unwrap();
+/// let server = handle.spawn_stealable({
+///     async move {
+///         let (stream, _peer) = listener.accept().await.unwrap();
+///         let mut buf = [0u8; 5];
+///         stream.read_exact(&mut buf).await.unwrap();
+///         stream.write_all(&buf).await.unwrap();
+///     }
+/// }).unwrap();
+/// let client = TcpStream::connect_socket_addr(&handle, addr).await.unwrap();
+/// client.write_all(b"hello").await.unwrap();
+/// let mut echo = [0u8; 5];
+/// client.read_exact(&mut echo).await.unwrap();
+/// assert_eq!(&echo, b"hello");
+/// server.await.unwrap();
+/// # })).unwrap();
+/// ```
+#[derive(Clone, Debug)]
+pub struct TcpStream {
+    core: StreamCore,
+}
+
+impl TcpStream {
+    fn from_parts(handle: &RuntimeHandle, fd: OwnedFd, session: usize) -> TcpStream {
+        TcpStream {
+            core: StreamCore {
+                fd: SharedFd::new(fd),
+                session,
+                handle: handle.clone(),
+            },
+        }
+    }
+
+    /// Connects to `addr` (a literal or a host name, resolved on the
+    /// blocking pool), session on the calling shard.
+    pub async fn connect<A>(handle: &RuntimeHandle, addr: A) -> io::Result<TcpStream>
+    where
+        A: ToSocketAddrs + Send + 'static,
+        A::Iter: Send,
+    {
+        TcpStream::connect_with_session_policy(handle, addr, StreamSessionPolicy::default()).await
+    }
+
+    /// [`connect`](TcpStream::connect) with the next shard in rotation as
+    /// the session shard.
+    pub async fn connect_round_robin<A>(handle: &RuntimeHandle, addr: A) -> io::Result<TcpStream>
+    where
+        A: ToSocketAddrs + Send + 'static,
+        A::Iter: Send,
+    {
+        TcpStream::connect_with_session_policy(handle, addr, StreamSessionPolicy::RoundRobin).await
+    }
+
+    /// [`connect`](TcpStream::connect) with an explicit session policy.
+    /// Each resolved address is tried in turn.
+    pub async fn connect_with_session_policy<A>(
+        handle: &RuntimeHandle,
+        addr: A,
+        policy: StreamSessionPolicy,
+    ) -> io::Result<TcpStream>
+    where
+        A: ToSocketAddrs + Send + 'static,
+        A::Iter: Send,
+    {
+        let addrs = resolve(handle, addr).await?;
+        first_ok(addrs, |a| {
+            TcpStream::connect_socket_addr_with_session_policy(handle, a, policy)
+        })
+        .await
+    }
+
+    /// Connects to `addr` (no name resolution), session on the calling
+    /// shard: `IORING_OP_SOCKET` then `IORING_OP_CONNECT`.
+    pub async fn connect_socket_addr(
+        handle: &RuntimeHandle,
+        addr: SocketAddr,
+    ) -> io::Result<TcpStream> {
+        TcpStream::connect_socket_addr_with_session_policy(
+            handle,
+            addr,
+            StreamSessionPolicy::default(),
+        )
+        .await
+    }
+
+    /// [`connect_socket_addr`](TcpStream::connect_socket_addr) with the
+    /// next shard in rotation as the session shard.
+    pub async fn connect_socket_addr_round_robin(
+        handle: &RuntimeHandle,
+        addr: SocketAddr,
+    ) -> io::Result<TcpStream> {
+        TcpStream::connect_socket_addr_with_session_policy(
+            handle,
+            addr,
+            StreamSessionPolicy::RoundRobin,
+        )
+        .await
+    }
+
+    /// [`connect_socket_addr`](TcpStream::connect_socket_addr) with an
+    /// explicit session policy.
+    pub async fn connect_socket_addr_with_session_policy(
+        handle: &RuntimeHandle,
+        addr: SocketAddr,
+        policy: StreamSessionPolicy,
+    ) -> io::Result<TcpStream> {
+        let session = policy.pick(handle)?;
+        let fd = socket(handle, session, Domain::for_address(addr), Type::STREAM).await?;
+        let fd = SharedFd::new(fd);
+        connect(handle, session, &fd, addr.into()).await?;
+        Ok(TcpStream {
+            core: StreamCore {
+                fd,
+                session,
+                handle: handle.clone(),
+            },
+        })
+    }
+
+    /// Opens `n` connections to `addr`, their session shards chosen by
+    /// `policy` (round-robin spreads them over every shard).
+    pub async fn connect_many_with_session_policy<A>(
+        handle: &RuntimeHandle,
+        addr: A,
+        n: usize,
+        policy: StreamSessionPolicy,
+    ) -> io::Result<Vec<TcpStream>>
+    where
+        A: ToSocketAddrs + Send + 'static,
+        A::Iter: Send,
+    {
+        let addrs = resolve(handle, addr).await?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let stream = first_ok(addrs.clone(), |a| {
+                TcpStream::connect_socket_addr_with_session_policy(handle, a, policy)
+            })
+            .await?;
+            out.push(stream);
+        }
+        Ok(out)
+    }
+
+    /// `n` connections spread round-robin over the shards.
+    pub async fn connect_many_round_robin<A>(
+        handle: &RuntimeHandle,
+        addr: A,
+        n: usize,
+    ) -> io::Result<Vec<TcpStream>>
+    where
+        A: ToSocketAddrs + Send + 'static,
+        A::Iter: Send,
+    {
+        TcpStream::connect_many_with_session_policy(
+            handle,
+            addr,
+            n,
+            StreamSessionPolicy::RoundRobin,
+        )
+        .await
+    }
+
+    /// `n` connections to `addr` (no name resolution), sessions by `policy`.
+    pub async fn connect_many_socket_addr_with_session_policy(
+        handle: &RuntimeHandle,
+        addr: SocketAddr,
+        n: usize,
+        policy: StreamSessionPolicy,
+    ) -> io::Result<Vec<TcpStream>> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push(
+                TcpStream::connect_socket_addr_with_session_policy(handle, addr, policy).await?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// `n` connections to `addr` (no name resolution), round-robin.
+    pub async fn connect_many_socket_addr_round_robin(
+        handle: &RuntimeHandle,
+        addr: SocketAddr,
+        n: usize,
+    ) -> io::Result<Vec<TcpStream>> {
+        TcpStream::connect_many_socket_addr_with_session_policy(
+            handle,
+            addr,
+            n,
+            StreamSessionPolicy::RoundRobin,
+        )
+        .await
+    }
+
+    /// Wraps a connected std stream (session on the calling shard).
+    pub fn from_std(handle: &RuntimeHandle, stream: std::net::TcpStream) -> io::Result<TcpStream> {
+        TcpStream::from_std_with_session_policy(handle, stream, StreamSessionPolicy::default())
+    }
+
+    /// Wraps a connected std stream with an explicit session policy.
+    pub fn from_std_with_session_policy(
+        handle: &RuntimeHandle,
+        stream: std::net::TcpStream,
+        policy: StreamSessionPolicy,
+    ) -> io::Result<TcpStream> {
+        let session = policy.pick(handle)?;
+        Ok(TcpStream::from_parts(
+            handle,
+            OwnedFd::from(stream),
+            session,
+        ))
+    }
+
+    /// The remote address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        sock_addr(SockRef::from(self).peer_addr()?)
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sock_addr(SockRef::from(self).local_addr()?)
+    }
+
+    /// Sets `TCP_NODELAY` (disables Nagle's algorithm).
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        SockRef::from(self).set_tcp_nodelay(nodelay)
+    }
+
+    /// Whether `TCP_NODELAY` is set.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        SockRef::from(self).tcp_nodelay()
+    }
+
+    stream_methods!();
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.core.fd.raw()
+    }
+}
+
+impl std::os::fd::AsFd for TcpStream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: the fd is open for as long as `self` (it holds a
+        // reference to it).
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.core.fd.raw()) }
+    }
+}
+
+pub(crate) fn sock_addr(addr: socket2::SockAddr) -> io::Result<SocketAddr> {
+    addr.as_socket()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an IP socket address"))
+}
+
+/// A listening TCP socket.
+#[derive(Debug)]
+pub struct TcpListener {
+    fd: SharedFd,
+    handle: RuntimeHandle,
+}
+
+impl TcpListener {
+    /// Binds to `addr` (resolved on the blocking pool; the first address
+    /// that binds wins) and listens. `SO_REUSEADDR` is set, as std does.
+    pub async fn bind<A>(handle: &RuntimeHandle, addr: A) -> io::Result<TcpListener>
+    where
+        A: ToSocketAddrs + Send + 'static,
+        A::Iter: Send,
+    {
+        let addrs = resolve(handle, addr).await?;
+        first_ok(addrs, |a| async move {
+            TcpListener::bind_socket_addr(handle, a)
+        })
+        .await
+    }
+
+    /// Binds to `addr` (no name resolution) and listens. `socket`, `bind`
+    /// and `listen` are immediate syscalls (the ring's `BIND`/`LISTEN`
+    /// opcodes need Linux 6.11); `AddrInUse` if the port is taken.
+    pub fn bind_socket_addr(handle: &RuntimeHandle, addr: SocketAddr) -> io::Result<TcpListener> {
+        let socket = socket2::Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
+        socket.set_reuse_address(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(1024)?;
+        Ok(TcpListener {
+            fd: SharedFd::new(OwnedFd::from(socket)),
+            handle: handle.clone(),
+        })
+    }
+
+    /// Wraps a bound, listening std listener.
+    pub fn from_std(handle: &RuntimeHandle, listener: std::net::TcpListener) -> TcpListener {
+        TcpListener {
+            fd: SharedFd::new(OwnedFd::from(listener)),
+            handle: handle.clone(),
+        }
+    }
+
+    /// The bound address (with the actual port when bound to port 0).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sock_addr(SockRef::from(self).local_addr()?)
+    }
+
+    /// Accepts a connection (`IORING_OP_ACCEPT`); its session is the
+    /// calling shard.
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        self.accept_with_session_policy(StreamSessionPolicy::default())
+            .await
+    }
+
+    /// Accepts a connection whose session shard is the next in rotation.
+    pub async fn accept_round_robin(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        self.accept_with_session_policy(StreamSessionPolicy::RoundRobin)
+            .await
+    }
+
+    /// Accepts a connection with an explicit session policy. The accept
+    /// itself runs on the chosen session shard's ring.
+    pub async fn accept_with_session_policy(
+        &self,
+        policy: StreamSessionPolicy,
+    ) -> io::Result<(TcpStream, SocketAddr)> {
+        let session = policy.pick(&self.handle)?;
+        let op = Accept::new(self.fd.clone());
+        let (fd, peer) = Op::submit(&self.handle.shared, Lane::Shard(session), op).await?;
+        Ok((
+            TcpStream::from_parts(&self.handle, fd, session),
+            sock_addr(peer)?,
+        ))
+    }
+}
+
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.raw()
+    }
+}
+
+impl std::os::fd::AsFd for TcpListener {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: the fd is open for as long as `self` (it holds a
+        // reference to it).
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd.raw()) }
+    }
+}

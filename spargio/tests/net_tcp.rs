@@ -1,0 +1,189 @@
+//! `spargio::net` TCP: round trips, session shards, and every error path.
+
+mod common;
+
+use std::io::ErrorKind;
+use std::net::{Shutdown, SocketAddr};
+
+use spargio::net::{StreamSessionPolicy, TcpListener, TcpStream};
+use spargio::RuntimeHandle;
+
+fn block<T: Send + 'static>(
+    f: impl FnOnce(RuntimeHandle) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>
+        + Send
+        + 'static,
+) -> T {
+    common::within_hang_bound(move || {
+        let rt = common::runtime(2);
+        let h = rt.handle();
+        let join = h.spawn_stealable(f(h.clone())).unwrap();
+        spargio::block_on(join).unwrap()
+    })
+}
+
+fn localhost() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+#[test]
+fn echo_round_trips_bytes_across_sessions() {
+    block(|h| {
+        Box::pin(async move {
+            let listener = TcpListener::bind_socket_addr(&h, localhost()).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = h
+                .spawn_stealable(async move {
+                    for _ in 0..4 {
+                        let (s, peer) = listener.accept_round_robin().await.unwrap();
+                        assert!(peer.ip().is_loopback());
+                        let conn = s.clone();
+                        conn.spawn_on_session(async move {
+                            assert_eq!(
+                                spargio::ShardCtx::current().unwrap().shard_id(),
+                                s.session_shard()
+                            );
+                            loop {
+                                let (n, buf) = s.recv_owned(Vec::with_capacity(4096)).await;
+                                if n.unwrap() == 0 {
+                                    break;
+                                }
+                                s.write_all_owned(buf).await.0.unwrap();
+                            }
+                        })
+                        .unwrap();
+                    }
+                })
+                .unwrap();
+            let clients = TcpStream::connect_many_socket_addr_round_robin(&h, addr, 4)
+                .await
+                .unwrap();
+            let sessions: std::collections::HashSet<_> =
+                clients.iter().map(|c| c.session_shard()).collect();
+            assert_eq!(sessions.len(), 2, "round-robin spreads over both shards");
+            for (i, c) in clients.iter().enumerate() {
+                c.set_nodelay(true).unwrap();
+                assert!(c.nodelay().unwrap());
+                let msg: Vec<u8> = (0..100_000u32)
+                    .map(|x| (x as usize * (i + 1)) as u8)
+                    .collect();
+                // A clone sends while the original receives.
+                let tx = c.clone();
+                let m2 = msg.clone();
+                let sender = h
+                    .spawn_stealable(async move { tx.write_all(&m2).await.unwrap() })
+                    .unwrap();
+                let (res, got) = c.read_exact_owned(vec![0u8; msg.len()]).await;
+                res.unwrap();
+                sender.await.unwrap();
+                assert_eq!(got, msg);
+                assert_eq!(c.peer_addr().unwrap(), addr);
+                c.shutdown(Shutdown::Write).await.unwrap();
+            }
+            server.await.unwrap();
+        })
+    });
+}
+
+#[test]
+fn hostname_connect_and_fixed_session() {
+    block(|h| {
+        Box::pin(async move {
+            let listener = TcpListener::bind(&h, "localhost:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let accept = h
+                .spawn_stealable(async move { listener.accept().await.unwrap().0 })
+                .unwrap();
+            let c = TcpStream::connect_with_session_policy(
+                &h,
+                ("localhost", port),
+                StreamSessionPolicy::Fixed(1),
+            )
+            .await
+            .unwrap();
+            assert_eq!(c.session_shard(), 1);
+            let s = accept.await.unwrap();
+            c.send(b"hi").await.unwrap();
+            assert_eq!(s.recv(16).await.unwrap(), b"hi");
+            let bad = TcpStream::connect_socket_addr_with_session_policy(
+                &h,
+                s.local_addr().unwrap(),
+                StreamSessionPolicy::Fixed(9),
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(bad.kind(), ErrorKind::InvalidInput);
+        })
+    });
+}
+
+#[test]
+fn error_paths_have_the_right_kind() {
+    block(|h| {
+        Box::pin(async move {
+            // Refused: a port nothing listens on.
+            let closed = {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                l.local_addr().unwrap()
+            };
+            let e = TcpStream::connect_socket_addr(&h, closed)
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ConnectionRefused);
+
+            // Address in use.
+            let l = TcpListener::bind_socket_addr(&h, localhost()).unwrap();
+            let addr = l.local_addr().unwrap();
+            let e = TcpListener::bind_socket_addr(&h, addr).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::AddrInUse);
+
+            // Peer closes mid-read: UnexpectedEof, buffer back.
+            let accept = h
+                .spawn_stealable(async move { l.accept().await.unwrap().0 })
+                .unwrap();
+            let c = TcpStream::connect_socket_addr(&h, addr).await.unwrap();
+            let s = accept.await.unwrap();
+            s.write_all(b"abc").await.unwrap();
+            s.shutdown(Shutdown::Write).await.unwrap();
+            let (res, buf) = c.read_exact_owned(vec![0u8; 10]).await;
+            assert_eq!(res.unwrap_err().kind(), ErrorKind::UnexpectedEof);
+            assert_eq!(buf.len(), 10);
+
+            // Writes after our own shutdown: BrokenPipe, no SIGPIPE.
+            c.shutdown(Shutdown::Write).await.unwrap();
+            let e = c.write_all(b"late").await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::BrokenPipe);
+
+            // Reset: the peer closes with unread data (RST).
+            let l = TcpListener::bind_socket_addr(&h, localhost()).unwrap();
+            let addr = l.local_addr().unwrap();
+            let accept = h
+                .spawn_stealable(async move { l.accept().await.unwrap().0 })
+                .unwrap();
+            let c = TcpStream::connect_socket_addr(&h, addr).await.unwrap();
+            let s = accept.await.unwrap();
+            c.write_all(b"unread").await.unwrap();
+            spargio::sleep(std::time::Duration::from_millis(20)).await;
+            drop(s);
+            spargio::sleep(std::time::Duration::from_millis(20)).await;
+            let e = c.recv(16).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ConnectionReset);
+        })
+    });
+}
+
+#[test]
+fn from_std_wraps_and_outside_threads_work() {
+    let rt = common::runtime(2);
+    let h = rt.handle();
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    let listener = TcpListener::from_std(&h, std_listener);
+    let std_client = std::net::TcpStream::connect(addr).unwrap();
+    // Awaited on this plain thread: ops cross to a shard's inbox.
+    let (server, _) = spargio::block_on(listener.accept()).unwrap();
+    let client = TcpStream::from_std(&h, std_client).unwrap();
+    spargio::block_on(client.write_all(b"outside")).unwrap();
+    let mut buf = [0u8; 7];
+    spargio::block_on(server.read_exact(&mut buf)).unwrap();
+    assert_eq!(&buf, b"outside");
+}
