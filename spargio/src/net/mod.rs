@@ -17,9 +17,14 @@
 //! `UnexpectedEof` from `read_exact` when the peer closes early.
 
 mod addr;
+mod datagram;
 mod session;
 mod stream;
 mod tcp;
+mod udp;
+mod unix;
 
 pub use session::StreamSessionPolicy;
 pub use tcp::{TcpListener, TcpStream};
+pub use udp::UdpSocket;
+pub use unix::{UnixDatagram, UnixListener, UnixStream};
