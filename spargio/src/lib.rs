@@ -65,6 +65,7 @@ mod driver;
 mod error;
 pub mod extension;
 pub mod fs;
+pub mod io;
 mod messaging;
 mod native;
 pub mod net;
