@@ -64,6 +64,7 @@
 
 mod buf_reader;
 mod buf_writer;
+mod compat;
 mod copy;
 mod file_cursor;
 pub mod framed;
@@ -73,6 +74,7 @@ mod traits;
 
 pub use buf_reader::BufReader;
 pub use buf_writer::BufWriter;
+pub use compat::{Compat, CompatStream};
 pub use copy::{copy, copy_to_vec};
 pub use file_cursor::FileCursor;
 pub use split::{split, ReadHalf, ReuniteError, SharedDuplex, WriteHalf};

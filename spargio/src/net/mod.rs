@@ -19,7 +19,7 @@
 mod addr;
 mod datagram;
 mod session;
-mod stream;
+pub(crate) mod stream;
 mod tcp;
 mod udp;
 mod unix;

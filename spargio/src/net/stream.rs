@@ -162,6 +162,10 @@ impl StreamCore {
 /// The stream methods, documented once, delegated to [`StreamCore`].
 macro_rules! stream_methods {
     () => {
+        pub(crate) fn core(&self) -> &crate::net::stream::StreamCore {
+            &self.core
+        }
+
         /// The shard whose ring this stream's operations go to.
         pub fn session_shard(&self) -> crate::task::ShardId {
             self.core.session

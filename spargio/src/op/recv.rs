@@ -34,3 +34,19 @@ unsafe impl<B: IoBufMut> OpKind for Recv<B> {
         }
     }
 }
+
+/// Receives what is already queued on the socket (`MSG_DONTWAIT`), on the
+/// calling thread. `None` when nothing is: the caller submits a [`Recv`].
+pub(crate) fn recv_now(fd: &SharedFd, out: &mut [u8]) -> Option<std::io::Result<usize>> {
+    // SAFETY: `out` is a live exclusive borrow of `out.len()` bytes; the fd
+    // is kept open by the `SharedFd` borrow.
+    let n = unsafe {
+        libc::recv(
+            fd.raw(),
+            out.as_mut_ptr().cast(),
+            out.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    super::send::would_block_or(n)
+}

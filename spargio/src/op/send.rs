@@ -28,3 +28,32 @@ unsafe impl<B: IoBuf> OpKind for Send<B> {
         (done.result.map(|n| n as usize), self.buf)
     }
 }
+
+/// Sends what the socket buffer takes right now (`MSG_DONTWAIT`), on the
+/// calling thread. `None` when it would block: the caller submits a
+/// [`Send`] instead.
+pub(crate) fn send_now(fd: &SharedFd, data: &[u8]) -> Option<std::io::Result<usize>> {
+    // SAFETY: `data` is a live borrow of `data.len()` bytes; the fd is kept
+    // open by the `SharedFd` borrow.
+    let n = unsafe {
+        libc::send(
+            fd.raw(),
+            data.as_ptr().cast(),
+            data.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    would_block_or(n)
+}
+
+/// `None` for `EAGAIN`/`EINTR`, else the result.
+pub(crate) fn would_block_or(n: isize) -> Option<std::io::Result<usize>> {
+    if n >= 0 {
+        return Some(Ok(n as usize));
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EINTR) => None,
+        _ => Some(Err(err)),
+    }
+}

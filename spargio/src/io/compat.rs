@@ -1,0 +1,370 @@
+//! Poll-based I/O traits over completion-based streams.
+//!
+//! [`Compat`] wraps a [`TcpStream`](crate::net::TcpStream) or
+//! [`UnixStream`](crate::net::UnixStream) and implements
+//! `futures_io::{AsyncRead, AsyncWrite}`, and with the `tokio-io` feature
+//! `tokio::io::{AsyncRead, AsyncWrite}`, so libraries written against
+//! those traits (hyper, tungstenite, rustls adapters ...) run unchanged.
+//!
+//! How a poll maps onto an owned-buffer operation:
+//!
+//! * **Read.** Bytes already queued on the socket are copied at once
+//!   (`recv` with `MSG_DONTWAIT`). Otherwise a receive into the adaptor's
+//!   own buffer is put in flight;
+//!   its bytes are copied into the caller's slice, and what does not fit
+//!   is kept for the next read. A receive in flight stays in the adaptor
+//!   (not in the caller's future), so a read abandoned by `select!` or a
+//!   timeout resumes where it was: no byte is lost.
+//! * **Write.** What the socket buffer takes right now is sent at once
+//!   (`send` with `MSG_DONTWAIT`). Otherwise the bytes are copied into the
+//!   adaptor's buffer and a send is put in flight; the write reports them
+//!   accepted at once (write-behind).
+//!   The next write, `flush` or `close` first waits for that send to finish
+//!   (resending the rest after a short send) and reports its error, if any.
+//! * **Close** flushes, then shuts down the write direction.
+//!
+//! Dropping the adaptor with a receive in flight cancels it; bytes that
+//! arrive in the race are dropped with the adaptor.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use crate::buf::IoBuf;
+use crate::net::stream::StreamCore;
+use crate::net::{TcpStream, UnixStream};
+use crate::op::recv::{recv_now, Recv};
+use crate::op::send::{send_now, Send as SendOp};
+use crate::op::shutdown::Shutdown;
+use crate::op::{Lane, Op};
+
+/// How much a single read asks the kernel for, and how much a write
+/// accepts at once.
+const CHUNK: usize = 64 * 1024;
+
+/// Streams [`Compat`] can wrap.
+pub trait CompatStream: sealed::Sealed + Unpin {}
+
+// The sealed trait hands out a crate-private type: no one outside the
+// crate can name or implement it, which is the point.
+#[allow(private_interfaces)]
+mod sealed {
+    pub trait Sealed {
+        fn core(&self) -> &crate::net::stream::StreamCore;
+    }
+}
+
+#[allow(private_interfaces)]
+impl sealed::Sealed for TcpStream {
+    fn core(&self) -> &StreamCore {
+        self.core()
+    }
+}
+impl CompatStream for TcpStream {}
+
+#[allow(private_interfaces)]
+impl sealed::Sealed for UnixStream {
+    fn core(&self) -> &StreamCore {
+        self.core()
+    }
+}
+impl CompatStream for UnixStream {}
+
+enum ReadState {
+    /// `buf[pos..]` is received and not yet handed out.
+    Ready {
+        buf: Vec<u8>,
+        pos: usize,
+    },
+    InFlight(Op<Recv<Vec<u8>>>),
+    /// A previous receive's buffer was lost with its error; start afresh.
+    Empty,
+}
+
+enum WriteState {
+    Idle(Vec<u8>),
+    /// A send of `buf[..]` from `sent` on.
+    InFlight {
+        op: Op<SendOp<crate::buf::Slice<Vec<u8>>>>,
+    },
+    Shutdown(Op<Shutdown>),
+    /// The write direction is shut down; closing again is a no-op.
+    Closed,
+}
+
+/// A poll-based view of a stream (module docs).
+///
+/// ```
+/// # spargio::block_on(spargio::run(|handle| async move {
+/// use futures_io::AsyncWrite;
+/// use spargio::io::Compat;
+/// use spargio::net::UnixStream;
+///
+/// let (a, b) = UnixStream::pair(&handle).unwrap();
+/// let mut a = Compat::new(a);
+/// let n = std::future::poll_fn(|cx| std::pin::Pin::new(&mut a).poll_write(cx, b"compat")).await.unwrap();
+/// std::future::poll_fn(|cx| std::pin::Pin::new(&mut a).poll_flush(cx)).await.unwrap();
+/// assert_eq!(b.recv(16).await.unwrap(), &b"compat"[..n]);
+/// # })).unwrap();
+/// ```
+pub struct Compat<T> {
+    inner: T,
+    read: ReadState,
+    write: WriteState,
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Compat<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compat")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: CompatStream> Compat<T> {
+    /// Wraps `inner`.
+    pub fn new(inner: T) -> Compat<T> {
+        Compat {
+            inner,
+            read: ReadState::Ready {
+                buf: Vec::new(),
+                pos: 0,
+            },
+            write: WriteState::Idle(Vec::new()),
+        }
+    }
+
+    /// The wrapped stream.
+    pub fn get_ref(&self) -> &T {
+        &self.inner
+    }
+
+    /// The wrapped stream. Bytes already received into the adaptor, or
+    /// accepted but not yet flushed, are dropped: flush first.
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+
+    fn core(&self) -> &StreamCore {
+        sealed::Sealed::core(&self.inner)
+    }
+
+    /// Copies received bytes into `out`, receiving first if none are held.
+    pub(crate) fn poll_read_slice(
+        &mut self,
+        cx: &mut Context<'_>,
+        out: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            match &mut self.read {
+                ReadState::Ready { buf, pos } if *pos < buf.len() => {
+                    let n = out.len().min(buf.len() - *pos);
+                    out[..n].copy_from_slice(&buf[*pos..*pos + n]);
+                    *pos += n;
+                    return Poll::Ready(Ok(n));
+                }
+                ReadState::InFlight(op) => {
+                    let (res, buf) = ready!(Pin::new(op).poll(cx));
+                    self.read = ReadState::Ready { buf, pos: 0 };
+                    match res {
+                        Ok(0) => return Poll::Ready(Ok(0)),
+                        Ok(_) => {}
+                        Err(e) => return Poll::Ready(Err(e)),
+                    }
+                }
+                state => {
+                    if out.is_empty() {
+                        return Poll::Ready(Ok(0));
+                    }
+                    // Bytes already queued on the socket: copy them now.
+                    if let Some(res) = recv_now(&sealed::Sealed::core(&self.inner).fd, out) {
+                        return Poll::Ready(res);
+                    }
+                    let mut buf = match std::mem::replace(state, ReadState::Empty) {
+                        ReadState::Ready { buf, .. } => buf,
+                        _ => Vec::new(),
+                    };
+                    buf.clear();
+                    buf.reserve(CHUNK.max(out.len()).min(4 * CHUNK));
+                    let core = sealed::Sealed::core(&self.inner);
+                    let op = Recv {
+                        fd: core.fd.clone(),
+                        buf,
+                    };
+                    self.read = ReadState::InFlight(Op::submit(
+                        &core.handle.shared,
+                        Lane::Shard(core.session),
+                        op,
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Waits for the send in flight (resending after short sends).
+    pub(crate) fn poll_flush_inner(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            match &mut self.write {
+                WriteState::Idle(_) | WriteState::Closed => return Poll::Ready(Ok(())),
+                WriteState::Shutdown(op) => {
+                    let res = ready!(Pin::new(op).poll(cx));
+                    self.write = WriteState::Closed;
+                    return Poll::Ready(res);
+                }
+                WriteState::InFlight { op } => {
+                    let (res, slice) = ready!(Pin::new(op).poll(cx));
+                    let (begin, end) = (slice.begin(), slice.end());
+                    let buf = slice.into_inner();
+                    match res {
+                        Ok(n) if begin + n < end => {
+                            let rest = buf.slice(begin + n..end);
+                            self.write = WriteState::InFlight {
+                                op: self.send(rest),
+                            };
+                        }
+                        Ok(0) if begin < end => {
+                            self.write = WriteState::Idle(buf);
+                            return Poll::Ready(Err(io::Error::new(
+                                io::ErrorKind::WriteZero,
+                                "the peer accepted no bytes",
+                            )));
+                        }
+                        Ok(_) => self.write = WriteState::Idle(buf),
+                        Err(e) => {
+                            self.write = WriteState::Idle(buf);
+                            return Poll::Ready(Err(e));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn send(&self, slice: crate::buf::Slice<Vec<u8>>) -> Op<SendOp<crate::buf::Slice<Vec<u8>>>> {
+        let core = self.core();
+        Op::submit(
+            &core.handle.shared,
+            Lane::Shard(core.session),
+            SendOp {
+                fd: core.fd.clone(),
+                buf: slice,
+            },
+        )
+    }
+
+    /// Accepts up to `CHUNK` bytes of `data` and starts sending them.
+    pub(crate) fn poll_write_slice(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        ready!(self.poll_flush_inner(cx))?;
+        if data.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        if matches!(self.write, WriteState::Idle(_)) {
+            // Room in the socket buffer: send now, nothing left in flight.
+            if let Some(res) = send_now(&self.core().fd, data) {
+                return Poll::Ready(res);
+            }
+        }
+        let buf = match std::mem::replace(&mut self.write, WriteState::Idle(Vec::new())) {
+            WriteState::Idle(buf) => buf,
+            _ => {
+                self.write = WriteState::Closed;
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "write after the stream was closed",
+                )));
+            }
+        };
+        let mut buf = buf;
+        buf.clear();
+        let n = data.len().min(CHUNK);
+        buf.extend_from_slice(&data[..n]);
+        let op = self.send(buf.slice(..n));
+        self.write = WriteState::InFlight { op };
+        Poll::Ready(Ok(n))
+    }
+
+    /// Flushes, then shuts down the write direction.
+    pub(crate) fn poll_close_inner(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !matches!(self.write, WriteState::Shutdown(_) | WriteState::Closed) {
+            ready!(self.poll_flush_inner(cx))?;
+            let core = self.core();
+            let op = Op::submit(
+                &core.handle.shared,
+                Lane::Shard(core.session),
+                Shutdown {
+                    fd: core.fd.clone(),
+                    how: libc::SHUT_WR,
+                },
+            );
+            self.write = WriteState::Shutdown(op);
+        }
+        self.poll_flush_inner(cx)
+    }
+}
+
+impl<T: CompatStream> futures_io::AsyncRead for Compat<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_read_slice(cx, buf)
+    }
+}
+
+impl<T: CompatStream> futures_io::AsyncWrite for Compat<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_slice(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_flush_inner(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_close_inner(cx)
+    }
+}
+
+#[cfg(feature = "tokio-io")]
+impl<T: CompatStream> tokio::io::AsyncRead for Compat<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let n = ready!(self
+            .get_mut()
+            .poll_read_slice(cx, buf.initialize_unfilled()))?;
+        buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(feature = "tokio-io")]
+impl<T: CompatStream> tokio::io::AsyncWrite for Compat<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_slice(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_flush_inner(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_close_inner(cx)
+    }
+}
