@@ -33,6 +33,12 @@ const GROUP_ORDER: &[&str] = &[
     "fs_read_rtt_4k",
     "fs_read_throughput_4k_qd32",
     "fs_metadata_rtt",
+    "net_echo_rtt_256b",
+    "net_stream_throughput_4k_window32",
+    "net_stream_imbalanced_4k_hot1_light7",
+    "net_stream_hotspot_rotation_4k",
+    "net_pipeline_hotspot_rotation_4k_window32",
+    "net_keyed_hotspot_rotation_4k",
 ];
 
 /// Variants in their natural order; others follow by name.
@@ -53,6 +59,24 @@ const VARIANT_ORDER: &[&str] = &[
     "spargio_metadata_lite",
     "tokio_spawn_blocking_metadata",
     "compio_metadata",
+    "spargio_tcp_echo_qd1",
+    "tokio_tcp_echo_qd1",
+    "compio_tcp_echo_qd1",
+    "spargio_tcp_echo_window32",
+    "tokio_tcp_echo_window32",
+    "compio_tcp_echo_window32",
+    "spargio_tcp_8streams_hotcold",
+    "tokio_tcp_8streams_hotcold",
+    "compio_tcp_8streams_hotcold",
+    "spargio_tcp_8streams_rotating_hotspot",
+    "tokio_tcp_8streams_rotating_hotspot",
+    "compio_tcp_8streams_rotating_hotspot",
+    "spargio_tcp_pipeline_hotspot",
+    "tokio_tcp_pipeline_hotspot",
+    "compio_tcp_pipeline_hotspot",
+    "spargio_tcp_keyed_router_hotspot",
+    "tokio_tcp_keyed_router_hotspot",
+    "compio_tcp_keyed_router_hotspot",
 ];
 
 /// Directories under `criterion/` that are not benchmark groups.
