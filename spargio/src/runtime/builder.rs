@@ -236,10 +236,13 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How long an idle shard keeps polling before it blocks in the kernel.
-    /// Zero parks at once. Default 50 µs: a blocking wake costs several
-    /// microseconds each way, so a short spin keeps back-to-back exchanges
-    /// in user space, and an idle runtime still sleeps within 50 µs.
+    /// How long an idle shard keeps polling before it blocks in the kernel,
+    /// at least. Zero parks at once (and disables spinning). Default 50 µs:
+    /// a blocking wake costs several microseconds each way, so a short spin
+    /// keeps back-to-back exchanges in user space. The window adapts: a
+    /// shard whose parks keep ending within 200 µs spins longer (up to
+    /// 200 µs, or this value if longer), and returns to this value as its
+    /// parks get long, so an idle runtime still sleeps within it.
     pub fn spin_before_park(mut self, spin: Duration) -> Self {
         self.spin_before_park = spin;
         self

@@ -34,6 +34,7 @@ mod run_queue;
 mod schedule;
 mod shared;
 mod shutdown;
+mod spin;
 mod steal;
 mod steer;
 mod worker;

@@ -13,7 +13,7 @@
 //!    this shard's injector.
 //! 4. Send the doorbells the batch produced and submit queued SQEs.
 //! 5. With nothing to run: try to steal (see `steal.rs`), else go idle:
-//!    spin for at most `spin_before_park` polling every source, then park
+//!    spin for the adaptive window (`spin.rs`) polling every source, then park
 //!    in `io_uring_enter` (see `driver/wake.rs` for the handshake).
 //!
 //! A doorbell for a parked shard is submitted the moment it is requested,
@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::run_queue::{Origin, RunQueue};
+use super::spin::AdaptiveSpin;
 use super::steal::StealState;
 use super::{inbox::Command, ShardShared, Shared};
 use crate::driver::{handshake_fence, Driver, Reaped};
@@ -63,6 +64,8 @@ pub(crate) struct Worker {
     pub(super) staged: RefCell<Vec<io_uring::squeue::Entry>>,
     pub(super) steal: RefCell<StealState>,
     in_poll: Cell<bool>,
+    /// How long to spin before parking (see `spin.rs`).
+    spin: AdaptiveSpin,
     /// More shards than CPUs this process may use.
     oversubscribed: bool,
     pub(crate) id: ShardId,
@@ -87,6 +90,7 @@ impl Worker {
             staged: RefCell::new(Vec::new()),
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
+            spin: AdaptiveSpin::new(shared.config.spin_before_park),
             oversubscribed: n > std::thread::available_parallelism().map_or(1, |c| c.get()),
             id,
             shared,
@@ -335,7 +339,7 @@ impl Worker {
     /// anyway before going through the full handshake in `park`.
     fn idle(&self) {
         const HOT_POLLS: u32 = 32;
-        let spin = self.shared.config.spin_before_park;
+        let spin = self.spin.window();
         let start = Instant::now();
         let mut published = false;
         let mut polls = 0u32;
@@ -385,6 +389,7 @@ impl Worker {
     /// without spinning. With every shard idle, the block is unbounded.
     fn park(&self) {
         let me = self.me();
+        let mut slept_since = None;
         loop {
             self.flush_doorbells();
             me.wake.set_parked();
@@ -417,6 +422,7 @@ impl Worker {
             if watchdog {
                 self.shared.idle.watch_begin();
             }
+            let start = *slept_since.get_or_insert_with(Instant::now);
             let res = self.park_driver(timeout);
             if watchdog {
                 self.shared.idle.watch_end();
@@ -427,6 +433,7 @@ impl Worker {
             self.shared.idle.park_end();
             self.retry_failed_doorbells();
             if !watchdog || reaped > 0 || self.work_visible() || self.rescue_stuck_lifo_now() {
+                self.spin.parked(start.elapsed());
                 return;
             }
             // A quiet watchdog wakeup: straight back to sleep.
