@@ -5,7 +5,7 @@ use std::io;
 
 use crate::buf::{BufResult, IoBuf, IoBufMut};
 use crate::op::recv::Recv;
-use crate::op::send::Send as SendOp;
+use crate::op::send::{send_now, Send as SendOp};
 use crate::op::shutdown::Shutdown;
 use crate::op::{Lane, Op, OpKind, SharedFd};
 use crate::task::{JoinHandle, ShardId};
@@ -36,6 +36,13 @@ impl StreamCore {
     }
 
     pub(crate) async fn send_owned<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+        // Room in the socket buffer: send now (what io_uring would attempt
+        // first anyway, minus the ring round trip).
+        if !self.handle.shared.is_closing() && buf.bytes_init() > 0 {
+            if let Some(res) = send_now(&self.fd, buf.as_init_slice()) {
+                return (res, buf);
+            }
+        }
         self.submit(SendOp {
             fd: self.fd.clone(),
             buf,
