@@ -105,11 +105,11 @@ impl AsyncWrite for Vec<u8> {
 pub(super) fn put_slice<B: IoBufMut>(buf: &mut B, src: &[u8]) -> usize {
     let n = src.len().min(buf.bytes_total());
     let dst = buf.stable_mut_ptr();
-    // SAFETY: `dst` is valid for writes of `bytes_total` bytes (the
-    // `IoBufMut` contract) and `n` does not exceed that; `src` is a shared
-    // borrow while `buf` is borrowed exclusively, so they cannot overlap.
-    // Once copied, the first `n` bytes are initialized, which is what
-    // `set_init(n)` requires.
+    // `dst` is valid for writes of `bytes_total` bytes (the `IoBufMut`
+    // contract) and `n` does not exceed that; `src` is a shared borrow
+    // while `buf` is borrowed exclusively, so they cannot overlap.
+    // SAFETY: see above; once copied, the first `n` bytes are initialized,
+    // which is what `set_init(n)` requires.
     unsafe {
         std::ptr::copy_nonoverlapping(src.as_ptr(), dst, n);
         buf.set_init(n);

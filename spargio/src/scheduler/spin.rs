@@ -76,7 +76,11 @@ mod tests {
         for _ in 0..10 {
             s.parked(Duration::from_secs(1));
         }
-        assert_eq!(s.window(), Duration::from_micros(50), "never below the base");
+        assert_eq!(
+            s.window(),
+            Duration::from_micros(50),
+            "never below the base"
+        );
     }
 
     #[test]
