@@ -232,3 +232,21 @@ fn stealable_queue_capacity_is_an_admission_limit() {
     gate.set();
     block_on(blocker).unwrap();
 }
+
+/// An abort that lands between the scheduler's abort check and the poll
+/// (its wake is absorbed by the already-scheduled task) must still cancel
+/// the task. Raced many times; each round has a hang bound.
+#[test]
+fn abort_racing_the_first_poll_never_strands_the_task() {
+    for _ in 0..300 {
+        let rt = runtime(2);
+        let h = rt.handle();
+        let task = h.spawn_pinned(1, pending::<()>()).unwrap();
+        while h.stats_snapshot().shards[1].counters.tasks_polled == 0 {
+            std::thread::yield_now();
+        }
+        task.abort();
+        let err = common::within_hang_bound(move || block_on(task).unwrap_err());
+        assert!(err.is_cancelled());
+    }
+}

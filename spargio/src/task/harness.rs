@@ -32,6 +32,14 @@ impl<F: Future> Future for Harness<'_, F> {
     type Output = Result<F::Output, Panic>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // An abort that raced with this poll's scheduling (the flag was set
+        // after the scheduler checked it, and the abort's wake found the
+        // task already scheduled, so it was absorbed): do not poll the
+        // future again; reschedule, and the scheduler drops the task.
+        if self.meta.is_aborted() {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         // SAFETY: `fut` is structurally pinned: it is never moved out of the
         // harness, and `Drop` drops it in place.
         let fut = unsafe { self.map_unchecked_mut(|h| &mut *h.fut) };
