@@ -13,26 +13,12 @@ use std::pin::Pin;
 use futures_core::Stream;
 use spargio::extension::fs::read_dir_entries;
 use spargio::fs::{read_dir, DirEntry, DirEntryType, ReadDir};
-use spargio::RuntimeHandle;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("spargio-fs-dir-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn on_runtime<T: Send + 'static>(
-    f: impl FnOnce(RuntimeHandle) -> Pin<Box<dyn std::future::Future<Output = T> + Send>>
-        + Send
-        + 'static,
-) -> T {
-    common::within_hang_bound(move || {
-        let rt = common::runtime(2);
-        let h = rt.handle();
-        let join = h.spawn_stealable(f(h.clone())).unwrap();
-        spargio::block_on(join).unwrap()
-    })
 }
 
 /// name -> (path, inode, type), as `std::fs::read_dir` sees it.
@@ -120,7 +106,7 @@ fn read_dir_matches_std_names_types_and_inodes() {
     let dir = mixed_fixture("mixed");
     let expected = std_listing(&dir);
     assert_eq!(expected.len(), 11);
-    let listed = on_runtime({
+    let listed = common::on_runtime({
         let dir = dir.clone();
         move |h| Box::pin(async move { collect_stream(read_dir(&h, &dir).await.unwrap()).await })
     });
@@ -142,7 +128,7 @@ fn read_dir_matches_std_names_types_and_inodes() {
 fn read_dir_entries_matches_std() {
     let dir = mixed_fixture("entries");
     let expected = std_listing(&dir);
-    let listed = on_runtime({
+    let listed = common::on_runtime({
         let dir = dir.clone();
         move |h| Box::pin(async move { read_dir_entries(&h, &dir).await.unwrap() })
     });
@@ -153,7 +139,7 @@ fn read_dir_entries_matches_std() {
 #[test]
 fn empty_directory_lists_nothing() {
     let dir = scratch("empty");
-    let (streamed, all) = on_runtime({
+    let (streamed, all) = common::on_runtime({
         let dir = dir.clone();
         move |h| {
             Box::pin(async move {
@@ -174,7 +160,7 @@ fn symlink_to_directory_is_followed() {
     std::fs::create_dir(dir.join("real")).unwrap();
     std::fs::write(dir.join("real/x"), b"").unwrap();
     std::os::unix::fs::symlink("real", dir.join("alias")).unwrap();
-    let names = on_runtime({
+    let names = common::on_runtime({
         let dir = dir.clone();
         move |h| {
             Box::pin(async move {
@@ -197,7 +183,7 @@ fn errors_are_the_kernels() {
     let dir = scratch("errors");
     std::fs::write(dir.join("plain"), b"x").unwrap();
     std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
-    on_runtime({
+    common::on_runtime({
         let dir = dir.clone();
         move |h| {
             Box::pin(async move {
@@ -240,7 +226,7 @@ fn five_thousand_entries_arrive_once_each() {
     }
     let expected = std_listing(&dir);
     assert_eq!(expected.len(), N);
-    let (streamed, all, partial) = on_runtime({
+    let (streamed, all, partial) = common::on_runtime({
         let dir = dir.clone();
         move |h| {
             Box::pin(async move {

@@ -14,11 +14,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::process::Command;
 
 use spargio::fs::{du, DuErrorMode, DuOptions, DuSizeMode, DuSummary, DuSymlinkMode};
-use spargio::RuntimeHandle;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -29,22 +27,10 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn on_runtime<T: Send + 'static>(
-    shards: usize,
-    f: impl FnOnce(RuntimeHandle) -> Pin<Box<dyn Future<Output = T> + Send>> + Send + 'static,
-) -> T {
-    common::within_hang_bound(move || {
-        let rt = common::runtime(shards);
-        let h = rt.handle();
-        let join = h.spawn_stealable(f(h.clone())).unwrap();
-        spargio::block_on(join).unwrap()
-    })
-}
-
 /// `du` of `path` with `options` on a fresh 4-shard runtime.
 fn run_du(path: &Path, options: DuOptions) -> io::Result<DuSummary> {
     let path = path.to_owned();
-    on_runtime(4, move |h| {
+    common::on_runtime_with(4, move |h| {
         Box::pin(async move { du(&h, &path, options).await })
     })
 }
@@ -600,7 +586,7 @@ fn dropping_du_mid_walk_aborts_the_walk() {
         }
     }
     let path = root.clone();
-    let summary = on_runtime(2, move |h| {
+    let summary = common::on_runtime_with(2, move |h| {
         Box::pin(async move {
             // Poll until `du` has stated the root (first pending) and
             // spawned its workers (second pending: it now waits on them),

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use spargio::buf::IoBuf;
 use spargio::fs::{File, OpenOptions};
-use spargio::RuntimeHandle;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("spargio-fs-file-{}-{name}", std::process::id()));
@@ -16,23 +15,10 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn on_runtime<T: Send + 'static>(
-    f: impl FnOnce(RuntimeHandle) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>
-        + Send
-        + 'static,
-) -> T {
-    common::within_hang_bound(move || {
-        let rt = common::runtime(2);
-        let h = rt.handle();
-        let join = h.spawn_stealable(f(h.clone())).unwrap();
-        spargio::block_on(join).unwrap()
-    })
-}
-
 #[test]
 fn write_then_read_round_trips_bytes() {
     let dir = scratch("rt");
-    on_runtime(move |h| {
+    common::on_runtime(move |h| {
         Box::pin(async move {
             let path = dir.join("a");
             let file = File::create(&h, &path).await.unwrap();
@@ -66,7 +52,7 @@ fn write_then_read_round_trips_bytes() {
 #[test]
 fn set_len_truncates_and_extends() {
     let dir = scratch("len");
-    on_runtime(move |h| {
+    common::on_runtime(move |h| {
         Box::pin(async move {
             let path = dir.join("b");
             let file = OpenOptions::new()
@@ -89,7 +75,7 @@ fn set_len_truncates_and_extends() {
 #[test]
 fn open_errors_carry_the_os_error() {
     let dir = scratch("err");
-    on_runtime(move |h| {
+    common::on_runtime(move |h| {
         Box::pin(async move {
             let missing = File::open(&h, dir.join("nope")).await.unwrap_err();
             assert_eq!(missing.kind(), ErrorKind::NotFound);
@@ -133,7 +119,7 @@ fn open_errors_carry_the_os_error() {
 #[test]
 fn append_mode_appends() {
     let dir = scratch("append");
-    on_runtime(move |h| {
+    common::on_runtime(move |h| {
         Box::pin(async move {
             let path = dir.join("log");
             std::fs::write(&path, b"one ").unwrap();

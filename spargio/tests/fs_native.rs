@@ -9,20 +9,7 @@ use std::time::Duration;
 
 use spargio::extension::fs::{statx, statx_on_shard, statx_or_metadata, StatxOptions};
 use spargio::extension::io_uring::{opcode, types};
-use spargio::{NativeFd, RuntimeHandle, UringCqe};
-
-fn block<T: Send + 'static>(
-    f: impl FnOnce(RuntimeHandle) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>
-        + Send
-        + 'static,
-) -> T {
-    common::within_hang_bound(move || {
-        let rt = common::runtime(2);
-        let h = rt.handle();
-        let join = h.spawn_stealable(f(h.clone())).unwrap();
-        spargio::block_on(join).unwrap()
-    })
-}
+use spargio::{NativeFd, UringCqe};
 
 fn temp(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("spargio-native-{}-{name}", std::process::id()))
@@ -32,7 +19,7 @@ fn temp(name: &str) -> std::path::PathBuf {
 fn file_ops_round_trip_on_any_lane() {
     let path = temp("rw");
     let p = path.clone();
-    block(move |h| {
+    common::on_runtime(move |h| {
         Box::pin(async move {
             let native = h.uring_native_unbound();
             let file = std::fs::OpenOptions::new()
@@ -84,7 +71,7 @@ fn outside_thread_ops_and_preferred_shard() {
 
 #[test]
 fn stream_ops_keep_one_lane_while_in_flight() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
             let native = h.uring_native_unbound();
             let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
@@ -134,7 +121,7 @@ fn stream_ops_keep_one_lane_while_in_flight() {
 
 #[test]
 fn submit_unsafe_runs_a_custom_sqe() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
             let native = h.uring_native_unbound();
             let fd = NativeFd::from(std::fs::File::open("/proc/self/stat").unwrap());
@@ -178,7 +165,7 @@ fn statx_wrappers_agree_with_std() {
     let path = temp("statx");
     std::fs::write(&path, vec![1u8; 12_345]).unwrap();
     let p = path.clone();
-    block(move |h| {
+    common::on_runtime(move |h| {
         Box::pin(async move {
             let native = h.uring_native_unbound();
             let std_meta = std::fs::metadata(&p).unwrap();

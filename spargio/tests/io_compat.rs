@@ -9,22 +9,10 @@ use std::task::{Context, Poll};
 use futures_util::io::{AsyncReadExt, AsyncWriteExt};
 use spargio::io::Compat;
 use spargio::net::{TcpListener, TcpStream, UnixStream};
-use spargio::RuntimeHandle;
-
-fn block<T: Send + 'static>(
-    f: impl FnOnce(RuntimeHandle) -> Pin<Box<dyn Future<Output = T> + Send>> + Send + 'static,
-) -> T {
-    common::within_hang_bound(move || {
-        let rt = common::runtime(2);
-        let h = rt.handle();
-        let join = h.spawn_stealable(f(h.clone())).unwrap();
-        spargio::block_on(join).unwrap()
-    })
-}
 
 #[test]
 fn futures_io_echo_over_tcp() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
             let listener = TcpListener::bind(&h, "127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
@@ -68,7 +56,7 @@ impl<F: Future> Future for PollOnce<F> {
 
 #[test]
 fn an_abandoned_read_loses_no_bytes() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
             let (a, b) = UnixStream::pair(&h).unwrap();
             let mut b = Compat::new(b);
@@ -90,7 +78,7 @@ fn an_abandoned_read_loses_no_bytes() {
 
 #[test]
 fn write_errors_surface_on_the_next_write_or_flush() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
             // The peer is closed synchronously (a std socket).
             let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();

@@ -6,17 +6,12 @@ mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::future::Future;
 use std::io::ErrorKind;
-use std::net::SocketAddr;
-use std::pin::Pin;
 
 use proptest::prelude::*;
 use spargio::buf::{BufResult, IoBufMut};
 use spargio::io::framed::{FrameConfig, FrameDecoder, LengthDelimited};
 use spargio::io::AsyncRead;
-use spargio::net::{TcpListener, TcpStream};
-use spargio::RuntimeHandle;
 
 // ===== allocation tracking =====
 
@@ -71,28 +66,6 @@ fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
 
 // ===== helpers =====
 
-type Body<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-fn block<T: Send + 'static>(f: impl FnOnce(RuntimeHandle) -> Body<T> + Send + 'static) -> T {
-    common::within_hang_bound(move || {
-        let rt = common::runtime(2);
-        let h = rt.handle();
-        let join = h.spawn_stealable(f(h.clone())).unwrap();
-        spargio::block_on(join).unwrap()
-    })
-}
-
-async fn pair(h: &RuntimeHandle) -> (TcpStream, TcpStream) {
-    let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let listener = TcpListener::bind_socket_addr(h, addr).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accept = h
-        .spawn_stealable(async move { listener.accept().await.unwrap().0 })
-        .unwrap();
-    let client = TcpStream::connect_socket_addr(h, addr).await.unwrap();
-    (client, accept.await.unwrap())
-}
-
 /// An in-memory stream that hands out its bytes in the given chunk sizes
 /// (cycling), as a socket might.
 struct Chunked {
@@ -145,9 +118,9 @@ fn within_bound(capacity: usize, received: usize) -> bool {
 
 #[test]
 fn many_frames_round_trip_over_tcp_including_empty_and_max_size() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
-            let (client, server) = pair(&h).await;
+            let (client, server) = common::tcp_pair(&h).await;
             let max = FrameConfig::DEFAULT_MAX_FRAME_LENGTH;
             let mut frames: Vec<Vec<u8>> = vec![Vec::new(), b"x".to_vec(), vec![0xab; max]];
             for i in 0..200usize {
@@ -186,9 +159,9 @@ fn many_frames_round_trip_over_tcp_including_empty_and_max_size() {
 
 #[test]
 fn oversize_frame_is_rejected_before_allocating_over_tcp() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
-            let (client, server) = pair(&h).await;
+            let (client, server) = common::tcp_pair(&h).await;
             // Declares 4 GiB - 1, then sends a little.
             let mut wire = vec![0xff; 4];
             wire.extend_from_slice(&[0; 100]);
@@ -203,7 +176,7 @@ fn oversize_frame_is_rejected_before_allocating_over_tcp() {
             assert_eq!(again.kind(), ErrorKind::InvalidData, "stays failed");
 
             // The sender refuses an oversize frame, and sends nothing of it.
-            let (client, server) = pair(&h).await;
+            let (client, server) = common::tcp_pair(&h).await;
             let config = FrameConfig::new().with_max_frame_length(10);
             let mut out = LengthDelimited::with_config(client, config);
             let err = out.write_frame([0u8; 11]).await.unwrap_err();
@@ -223,9 +196,9 @@ fn oversize_frame_is_rejected_before_allocating_over_tcp() {
 #[test]
 fn truncated_frames_are_unexpected_eof_over_tcp() {
     for wire in [vec![0, 0, 0, 100, 1, 2, 3], vec![0, 0]] {
-        block(move |h| {
+        common::on_runtime(move |h| {
             Box::pin(async move {
-                let (client, server) = pair(&h).await;
+                let (client, server) = common::tcp_pair(&h).await;
                 client.write_all(&wire).await.unwrap();
                 client.shutdown(std::net::Shutdown::Write).await.unwrap();
                 let mut input = LengthDelimited::new(server);

@@ -5,8 +5,6 @@ mod common;
 
 use std::future::{ready, Future};
 use std::io::ErrorKind;
-use std::net::SocketAddr;
-use std::pin::Pin;
 
 use spargio::buf::{BufResult, IoBuf};
 use spargio::fs::OpenOptions;
@@ -15,31 +13,6 @@ use spargio::io::{
     copy, copy_to_vec, split, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
     BufWriter, FileCursor,
 };
-use spargio::net::{TcpListener, TcpStream};
-use spargio::RuntimeHandle;
-
-type Body<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-fn block<T: Send + 'static>(f: impl FnOnce(RuntimeHandle) -> Body<T> + Send + 'static) -> T {
-    common::within_hang_bound(move || {
-        let rt = common::runtime(2);
-        let h = rt.handle();
-        let join = h.spawn_stealable(f(h.clone())).unwrap();
-        spargio::block_on(join).unwrap()
-    })
-}
-
-/// A connected loopback pair: (client, server).
-async fn pair(h: &RuntimeHandle) -> (TcpStream, TcpStream) {
-    let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let listener = TcpListener::bind_socket_addr(h, addr).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accept = h
-        .spawn_stealable(async move { listener.accept().await.unwrap().0 })
-        .unwrap();
-    let client = TcpStream::connect_socket_addr(h, addr).await.unwrap();
-    (client, accept.await.unwrap())
-}
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -49,9 +22,9 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 
 #[test]
 fn read_and_write_move_buffers_over_tcp() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
-            let (mut client, mut server) = pair(&h).await;
+            let (mut client, mut server) = common::tcp_pair(&h).await;
             let (n, sent) = client.write(b"ping".to_vec()).await;
             assert_eq!(n.unwrap(), 4);
             assert_eq!(sent, b"ping", "the buffer comes back");
@@ -79,9 +52,9 @@ fn read_and_write_move_buffers_over_tcp() {
 
 #[test]
 fn read_exact_fills_or_reports_unexpected_eof() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
-            let (mut client, mut server) = pair(&h).await;
+            let (mut client, mut server) = common::tcp_pair(&h).await;
             let data = pattern(10, 1);
             AsyncWriteExt::write_all(&mut client, data.clone())
                 .await
@@ -104,9 +77,9 @@ fn read_exact_fills_or_reports_unexpected_eof() {
 
 #[test]
 fn read_to_end_appends_and_write_all_sends_everything() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
-            let (client, mut server) = pair(&h).await;
+            let (client, mut server) = common::tcp_pair(&h).await;
             let data = pattern(3 << 20, 7);
             let expected = data.clone();
             let sender = h
@@ -129,9 +102,9 @@ fn read_to_end_appends_and_write_all_sends_everything() {
 
 #[test]
 fn split_halves_work_from_different_tasks_and_reunite() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
-            let (client, server) = pair(&h).await;
+            let (client, server) = common::tcp_pair(&h).await;
 
             // Echo server: copy its read half into its write half.
             let echo = h
@@ -159,7 +132,7 @@ fn split_halves_work_from_different_tasks_and_reunite() {
             assert_eq!(echo.await.unwrap(), (expected.len() as u64, true));
 
             // Halves of different splits do not reunite.
-            let (other_client, _other_server) = pair(&h).await;
+            let (other_client, _other_server) = common::tcp_pair(&h).await;
             let (other_rd, other_wr) = split(other_client);
             assert!(!rd.is_pair_of(&other_wr));
             let err = rd.reunite(other_wr).unwrap_err();
@@ -174,9 +147,9 @@ fn split_halves_work_from_different_tasks_and_reunite() {
 
 #[test]
 fn buf_reader_reads_lines_and_records_across_refills() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
-            let (client, server) = pair(&h).await;
+            let (client, server) = common::tcp_pair(&h).await;
             let writer = h
                 .spawn_stealable(async move {
                     for chunk in ["al", "pha\nbe", "ta\r\ngam", "ma;delta;", "tail bytes"] {
@@ -219,9 +192,9 @@ fn buf_reader_reads_lines_and_records_across_refills() {
 
 #[test]
 fn buf_reader_rejects_invalid_utf8_lines_and_bypasses_for_large_reads() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
-            let (client, server) = pair(&h).await;
+            let (client, server) = common::tcp_pair(&h).await;
             client.write_all(b"ok\n\xff\xfe\n").await.unwrap();
             let mut reader = BufReader::with_capacity(64, server);
             let mut line = String::new();
@@ -245,9 +218,9 @@ fn buf_reader_rejects_invalid_utf8_lines_and_bypasses_for_large_reads() {
 
 #[test]
 fn buf_writer_holds_small_writes_until_flush() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
-            let (client, mut server) = pair(&h).await;
+            let (client, mut server) = common::tcp_pair(&h).await;
             let mut writer = BufWriter::with_capacity(1024, client);
             let mut expected = Vec::new();
             for i in 0..10u8 {
@@ -338,7 +311,7 @@ fn buf_writer_keeps_what_a_failed_flush_did_not_write() {
 
 #[test]
 fn file_cursor_reads_and_writes_sequentially() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
             let path =
                 std::env::temp_dir().join(format!("spargio-io-cursor-{}", std::process::id()));

@@ -6,20 +6,6 @@ use std::io::ErrorKind;
 use std::net::{Shutdown, SocketAddr};
 
 use spargio::net::{StreamSessionPolicy, TcpListener, TcpStream};
-use spargio::RuntimeHandle;
-
-fn block<T: Send + 'static>(
-    f: impl FnOnce(RuntimeHandle) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>
-        + Send
-        + 'static,
-) -> T {
-    common::within_hang_bound(move || {
-        let rt = common::runtime(2);
-        let h = rt.handle();
-        let join = h.spawn_stealable(f(h.clone())).unwrap();
-        spargio::block_on(join).unwrap()
-    })
-}
 
 fn localhost() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
@@ -27,7 +13,7 @@ fn localhost() -> SocketAddr {
 
 #[test]
 fn echo_round_trips_bytes_across_sessions() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
             let listener = TcpListener::bind_socket_addr(&h, localhost()).unwrap();
             let addr = listener.local_addr().unwrap();
@@ -86,7 +72,7 @@ fn echo_round_trips_bytes_across_sessions() {
 
 #[test]
 fn hostname_connect_and_fixed_session() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
             let listener = TcpListener::bind(&h, "localhost:0").await.unwrap();
             let port = listener.local_addr().unwrap().port();
@@ -118,7 +104,7 @@ fn hostname_connect_and_fixed_session() {
 
 #[test]
 fn error_paths_have_the_right_kind() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
             // Refused: a port nothing listens on.
             let closed = {

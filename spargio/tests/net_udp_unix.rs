@@ -6,20 +6,6 @@ use std::io::ErrorKind;
 use std::path::PathBuf;
 
 use spargio::net::{UdpSocket, UnixDatagram, UnixListener, UnixStream};
-use spargio::RuntimeHandle;
-
-fn block<T: Send + 'static>(
-    f: impl FnOnce(RuntimeHandle) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>
-        + Send
-        + 'static,
-) -> T {
-    common::within_hang_bound(move || {
-        let rt = common::runtime(2);
-        let h = rt.handle();
-        let join = h.spawn_stealable(f(h.clone())).unwrap();
-        spargio::block_on(join).unwrap()
-    })
-}
 
 fn sock_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("spargio-unix-{}-{name}", std::process::id()));
@@ -30,7 +16,7 @@ fn sock_dir(name: &str) -> PathBuf {
 
 #[test]
 fn udp_send_to_recv_from_and_connected() {
-    block(|h| {
+    common::on_runtime(|h| {
         Box::pin(async move {
             let a = UdpSocket::bind(&h, "127.0.0.1:0").await.unwrap();
             let b = UdpSocket::bind_socket_addr(&h, "127.0.0.1:0".parse().unwrap()).unwrap();
@@ -67,7 +53,7 @@ fn udp_send_to_recv_from_and_connected() {
 #[test]
 fn unix_stream_listener_round_trip_and_errors() {
     let dir = sock_dir("stream");
-    block(move |h| {
+    common::on_runtime(move |h| {
         Box::pin(async move {
             let path = dir.join("s.sock");
             let listener = UnixListener::bind(&h, &path).unwrap();
@@ -111,7 +97,7 @@ fn unix_stream_listener_round_trip_and_errors() {
 #[test]
 fn unix_datagrams() {
     let dir = sock_dir("dgram");
-    block(move |h| {
+    common::on_runtime(move |h| {
         Box::pin(async move {
             let (pa, pb) = (dir.join("a"), dir.join("b"));
             let a = UnixDatagram::bind(&h, &pa).unwrap();

@@ -8,7 +8,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use spargio::{Runtime, RuntimeBuilder, ShardCtx};
+use spargio::net::{TcpListener, TcpStream};
+use spargio::{Runtime, RuntimeBuilder, RuntimeHandle, ShardCtx};
 
 /// Generous bound for "this must not hang". Never a performance assertion.
 pub const HANG: Duration = Duration::from_secs(60);
@@ -124,4 +125,39 @@ impl Drop for DropGuard {
         self.0.threads.lock().unwrap().push(name);
         self.0.count.fetch_add(1, Ordering::SeqCst);
     }
+}
+
+/// A test body: a boxed future run as a task.
+pub type Body<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// Runs `f`'s future as a stealable task on a fresh 2-shard runtime and
+/// returns its output, failing the test if it hangs.
+pub fn on_runtime<T: Send + 'static>(
+    f: impl FnOnce(RuntimeHandle) -> Body<T> + Send + 'static,
+) -> T {
+    on_runtime_with(2, f)
+}
+
+/// [`on_runtime`] with `shards` shards.
+pub fn on_runtime_with<T: Send + 'static>(
+    shards: usize,
+    f: impl FnOnce(RuntimeHandle) -> Body<T> + Send + 'static,
+) -> T {
+    within_hang_bound(move || {
+        let rt = runtime(shards);
+        let h = rt.handle();
+        let join = h.spawn_stealable(f(h.clone())).unwrap();
+        spargio::block_on(join).unwrap()
+    })
+}
+
+/// A connected loopback TCP pair: (client, server).
+pub async fn tcp_pair(h: &RuntimeHandle) -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind_socket_addr(h, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accept = h
+        .spawn_stealable(async move { listener.accept().await.unwrap().0 })
+        .unwrap();
+    let client = TcpStream::connect_socket_addr(h, addr).await.unwrap();
+    (client, accept.await.unwrap())
 }
