@@ -14,10 +14,9 @@ use io_uring::squeue;
 
 use crate::buf::{BufResult, IoBuf, IoBufMut};
 use crate::fs::check_offset;
+use crate::net::stream::StreamCore;
 use crate::op::fsync::Fsync;
 use crate::op::read::ReadAt;
-use crate::op::recv::Recv;
-use crate::op::send::Send as SendOp;
 use crate::op::timeout::Timeout;
 use crate::op::unsafe_op::UnsafeOp;
 use crate::op::write::WriteAt;
@@ -106,9 +105,16 @@ impl UringNativeAny {
         choose_op_lane(shared, current, self.preferred)
     }
 
-    fn strong_lane(&self, fd: &NativeFd) -> (Lease, Lane) {
-        let (lease, shard) = Lease::acquire(fd.shared(), || self.select_shard());
-        (lease, Lane::Shard(shard))
+    /// `fd` as a stream on its leased ring (strong lease, held by the
+    /// caller while its operation runs).
+    fn leased_stream(&self, fd: &NativeFd) -> (Lease, StreamCore) {
+        let (lease, session) = Lease::acquire(fd.shared(), || self.select_shard());
+        let stream = StreamCore {
+            fd: fd.shared().clone(),
+            session,
+            handle: self.handle.clone(),
+        };
+        (lease, stream)
     }
 
     /// Native operations in flight on every ring (submitted, final CQE not
@@ -197,12 +203,8 @@ impl UringNativeAny {
     /// Receives into `buf` (from its first byte up to its capacity);
     /// returns the count and the buffer.
     pub async fn recv_owned<B: IoBufMut>(&self, fd: &NativeFd, buf: B) -> BufResult<usize, B> {
-        let (_lease, lane) = self.strong_lane(fd);
-        let op = Recv {
-            fd: fd.shared().clone(),
-            buf,
-        };
-        self.submit(lane, op).await
+        let (_lease, stream) = self.leased_stream(fd);
+        stream.recv_owned(buf).await
     }
 
     /// Sends a copy of `data` (once; the count may be short).
@@ -213,12 +215,8 @@ impl UringNativeAny {
     /// Sends `buf`'s bytes (once; the count may be short); returns the
     /// count and the buffer. A closed peer is `BrokenPipe` (no `SIGPIPE`).
     pub async fn send_owned<B: IoBuf>(&self, fd: &NativeFd, buf: B) -> BufResult<usize, B> {
-        let (_lease, lane) = self.strong_lane(fd);
-        let op = SendOp {
-            fd: fd.shared().clone(),
-            buf,
-        };
-        self.submit(lane, op).await
+        let (_lease, stream) = self.leased_stream(fd);
+        stream.send_owned(buf).await
     }
 
     /// Sends every buffer completely, in order, with at most `window`
@@ -230,45 +228,8 @@ impl UringNativeAny {
         bufs: Vec<B>,
         window: usize,
     ) -> BufResult<usize, Vec<B>> {
-        // Sends on one stream socket must not overlap, or a short send
-        // would interleave bytes; so, for now, each buffer is finished
-        // before the next is sent (a window of one).
-        let _window = window;
-        let (_lease, lane) = self.strong_lane(fd);
-        let mut out = Vec::with_capacity(bufs.len());
-        let mut total = 0;
-        let mut iter = bufs.into_iter();
-        while let Some(mut buf) = iter.next() {
-            let len = buf.bytes_init();
-            let mut done = 0;
-            while done < len {
-                let op = SendOp {
-                    fd: fd.shared().clone(),
-                    buf: buf.slice(done..len),
-                };
-                let (res, slice) = self.submit(lane, op).await;
-                buf = slice.into_inner();
-                match res {
-                    Ok(0) => {
-                        out.push(buf);
-                        out.extend(iter);
-                        let err =
-                            io::Error::new(io::ErrorKind::WriteZero, "peer accepted no bytes");
-                        return (Err(err), out);
-                    }
-                    Ok(n) => done += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        out.push(buf);
-                        out.extend(iter);
-                        return (Err(e), out);
-                    }
-                }
-            }
-            total += len;
-            out.push(buf);
-        }
-        (Ok(total), out)
+        let (_lease, stream) = self.leased_stream(fd);
+        stream.send_all_batch(bufs, window).await
     }
 
     /// Submits a caller-built SQE on the selected ring.

@@ -4,6 +4,7 @@ use std::future::Future;
 use std::io;
 
 use crate::buf::{BufResult, IoBuf, IoBufMut};
+use crate::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::op::recv::Recv;
 use crate::op::send::{send_now, Send as SendOp};
 use crate::op::shutdown::Shutdown;
@@ -17,17 +18,6 @@ pub(crate) struct StreamCore {
     pub(crate) fd: SharedFd,
     pub(crate) session: ShardId,
     pub(crate) handle: RuntimeHandle,
-}
-
-fn write_zero() -> io::Error {
-    io::Error::new(io::ErrorKind::WriteZero, "the peer accepted no bytes")
-}
-
-fn eof() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::UnexpectedEof,
-        "the peer closed the stream before the buffer was filled",
-    )
 }
 
 impl StreamCore {
@@ -67,36 +57,12 @@ impl StreamCore {
         res.map(|_| buf)
     }
 
-    pub(crate) async fn write_all_owned<B: IoBuf>(&self, mut buf: B) -> BufResult<(), B> {
-        let len = buf.bytes_init();
-        let mut done = 0;
-        while done < len {
-            let (res, slice) = self.send_owned(buf.slice(done..len)).await;
-            buf = slice.into_inner();
-            match res {
-                Ok(0) => return (Err(write_zero()), buf),
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return (Err(e), buf),
-            }
-        }
-        (Ok(()), buf)
+    pub(crate) async fn write_all_owned<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
+        AsyncWriteExt::write_all(&mut &*self, buf).await
     }
 
-    pub(crate) async fn read_exact_owned<B: IoBufMut>(&self, mut buf: B) -> BufResult<(), B> {
-        let len = buf.bytes_total();
-        let mut done = 0;
-        while done < len {
-            let (res, slice) = self.recv_owned(buf.slice(done..len)).await;
-            buf = slice.into_inner();
-            match res {
-                Ok(0) => return (Err(eof()), buf),
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return (Err(e), buf),
-            }
-        }
-        (Ok(()), buf)
+    pub(crate) async fn read_exact_owned<B: IoBufMut>(&self, buf: B) -> BufResult<(), B> {
+        AsyncReadExt::read_exact(&mut &*self, buf).await
     }
 
     pub(crate) async fn write_all(&self, data: &[u8]) -> io::Result<()> {
@@ -163,6 +129,26 @@ impl StreamCore {
         F::Output: Send + 'static,
     {
         self.handle.spawn_stealable_on(self.session, fut)
+    }
+}
+
+// The io traits' loops (`write_all`, `read_exact`) serve the streams'
+// inherent methods too.
+impl AsyncRead for &StreamCore {
+    fn read<B: IoBufMut>(&mut self, buf: B) -> impl Future<Output = BufResult<usize, B>> + Send {
+        StreamCore::recv_owned(self, buf)
+    }
+}
+
+impl AsyncWrite for &StreamCore {
+    fn write<B: IoBuf>(&mut self, buf: B) -> impl Future<Output = BufResult<usize, B>> + Send {
+        StreamCore::send_owned(self, buf)
+    }
+    fn flush(&mut self) -> impl Future<Output = io::Result<()>> + Send {
+        std::future::ready(Ok(()))
+    }
+    fn shutdown(&mut self) -> impl Future<Output = io::Result<()>> + Send {
+        StreamCore::shutdown(self, std::net::Shutdown::Write)
     }
 }
 
