@@ -293,7 +293,16 @@ fn shutdown_cancels_and_reaps_operations_in_the_ring() {
         let (res, _buf) = spargio::block_on(pending);
         assert!(res.is_err());
         drop(w);
+        // Nothing is left in this runtime's op tables. (The audit's own
+        // count is process-wide, shared with the tests running beside this
+        // one, so it is not the measure here.)
+        let left: usize = h
+            .stats_snapshot()
+            .shards
+            .iter()
+            .map(|s| s.pending_native_ops)
+            .sum();
+        assert_eq!(left, 0, "operations left in a closed ring");
     });
     settle(&log);
-    assert_eq!(audit::lent_count(), 0, "operations left in a closed ring");
 }

@@ -43,11 +43,6 @@ pub fn is_lent(addr: *const u8) -> bool {
     with_lent(|lent| lent.values().any(|&a| a == addr))
 }
 
-/// Number of operations recorded as in flight.
-pub fn lent_count() -> usize {
-    with_lent(|lent| lent.len())
-}
-
 /// Records the buffer address of an operation SQE (tagged `user_data`).
 pub(crate) fn lend(user_data: u64, sqe: &squeue::Entry) {
     if !enabled() {
