@@ -30,6 +30,14 @@
 //! the driver's borrow before they run or drop (their code may submit new
 //! operations).
 //!
+//! **Multishot operations** (multishot accept, multishot receive) post
+//! many completions; only the one without `IORING_CQE_F_MORE` is final.
+//! Their entries keep a queue of completions the future has not read yet.
+//! When the future is dropped, each completion nobody will read goes to
+//! the operation's [`Discard`] hook, which gives back what it carries (an
+//! accepted fd is closed, a provided buffer returns to its ring), and the
+//! hook itself is dropped at the final completion.
+//!
 //! Runtime shutdown closes the table (see `ops_table.rs`): operations still
 //! queued for the ring complete with [`Outcome::Shutdown`], operations in
 //! the ring are cancelled and reaped before the ring is closed.
@@ -60,6 +68,15 @@ pub(crate) enum Lifecycle {
     Completed(Outcome),
     /// The future is gone; these resources wait for the final CQE.
     Orphaned(Keepalive),
+    /// A multishot future is gone; its completions go to this hook until
+    /// the final one.
+    OrphanedMulti(Box<dyn Discard>),
+}
+
+/// What a multishot operation does with a completion no future will read.
+pub(crate) trait Discard: Send + 'static {
+    /// Gives back what the completion carries (an fd, a buffer id).
+    fn discard(&mut self, result: i32, flags: u32);
 }
 
 impl std::fmt::Debug for Lifecycle {
@@ -69,6 +86,7 @@ impl std::fmt::Debug for Lifecycle {
             Lifecycle::Waiting(_) => f.write_str("Waiting"),
             Lifecycle::Completed(o) => write!(f, "Completed({o:?})"),
             Lifecycle::Orphaned(_) => f.write_str("Orphaned"),
+            Lifecycle::OrphanedMulti(_) => f.write_str("OrphanedMulti"),
         }
     }
 }
@@ -93,6 +111,7 @@ impl Lifecycle {
                 (Some(Lifecycle::Completed(outcome)), OnComplete::Wake(waker))
             }
             Lifecycle::Orphaned(keep) => (None, OnComplete::Release(keep)),
+            Lifecycle::OrphanedMulti(sink) => (None, OnComplete::Release(Box::new(sink))),
             Lifecycle::Completed(prev) => {
                 debug_assert!(false, "second final completion for one op");
                 (Some(Lifecycle::Completed(prev)), OnComplete::Stored)

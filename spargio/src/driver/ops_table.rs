@@ -16,7 +16,13 @@
 //! flushed into it in order). Closing the table at shutdown fails queued
 //! entries at once and reports the in-ring ones, which the owner cancels
 //! and reaps before its ring closes.
+//!
+//! Multishot entries ([`OpTable::insert_multi`]) also hold a queue of the
+//! completions posted so far; the entry ends with the completion that lacks
+//! `IORING_CQE_F_MORE` (or with `Shutdown`), and is removed once the future
+//! has read that last one or was dropped.
 
+use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -25,7 +31,7 @@ use std::task::{Context, Poll, Waker};
 use crossbeam_utils::CachePadded;
 use slab::Slab;
 
-use super::lifecycle::{Keepalive, Lifecycle, OnComplete, Outcome};
+use super::lifecycle::{Discard, Keepalive, Lifecycle, OnComplete, Outcome};
 use crate::error::RuntimeError;
 
 const GEN_BITS: u32 = 24;
@@ -65,6 +71,33 @@ struct Entry {
     gen: u32,
     phase: Phase,
     life: Lifecycle,
+    /// Multishot operations only: completions not yet read.
+    shots: Option<Box<Shots>>,
+}
+
+#[derive(Debug, Default)]
+struct Shots {
+    queue: VecDeque<Outcome>,
+    /// The final completion is in (last in `queue`, or already read).
+    ended: bool,
+}
+
+impl Entry {
+    /// The kernel (or the inbox) still has the operation.
+    fn is_live(&self) -> bool {
+        match &self.shots {
+            Some(shots) => !shots.ended,
+            None => !matches!(self.life, Lifecycle::Completed(_)),
+        }
+    }
+}
+
+/// True when a multishot operation's completion is its last.
+fn is_last_shot(outcome: Outcome) -> bool {
+    match outcome {
+        Outcome::Kernel { flags, .. } => !io_uring::cqueue::more(flags),
+        Outcome::Shutdown => true,
+    }
 }
 
 #[derive(Debug)]
@@ -155,6 +188,15 @@ impl OpTable {
     /// Creates an entry for a new operation. Fails once the table is closed
     /// (the runtime is shutting down).
     pub(crate) fn insert(&self, phase: Phase) -> io::Result<OpKey> {
+        self.insert_entry(phase, None)
+    }
+
+    /// Creates an entry for a multishot operation (module docs).
+    pub(crate) fn insert_multi(&self, phase: Phase) -> io::Result<OpKey> {
+        self.insert_entry(phase, Some(Box::default()))
+    }
+
+    fn insert_entry(&self, phase: Phase, shots: Option<Box<Shots>>) -> io::Result<OpKey> {
         let mut inner = self.lock();
         if inner.closed {
             return Err(shutdown_error());
@@ -165,6 +207,7 @@ impl OpTable {
             gen,
             phase,
             life: Lifecycle::Submitted,
+            shots,
         });
         let slot = u32::try_from(slot).expect("more than 2^32 operations in flight");
         self.set_pending(&inner);
@@ -183,7 +226,7 @@ impl OpTable {
     pub(crate) fn mark_in_ring(&self, key: OpKey) -> bool {
         let mut inner = self.lock();
         match Self::entry(&mut inner, key) {
-            Some(e) if e.phase == Phase::Queued && !matches!(e.life, Lifecycle::Completed(_)) => {
+            Some(e) if e.phase == Phase::Queued && e.is_live() => {
                 e.phase = Phase::InRing;
                 true
             }
@@ -195,8 +238,7 @@ impl OpTable {
     /// operation is in the ring and not finally completed).
     pub(crate) fn wants_cancel(&self, key: OpKey) -> bool {
         let mut inner = self.lock();
-        Self::entry(&mut inner, key)
-            .is_some_and(|e| e.phase == Phase::InRing && !matches!(e.life, Lifecycle::Completed(_)))
+        Self::entry(&mut inner, key).is_some_and(|e| e.phase == Phase::InRing && e.is_live())
     }
 
     /// Future side: takes the outcome if it is in, else registers the waker.
@@ -239,6 +281,58 @@ impl OpTable {
         None
     }
 
+    /// Multishot future side: takes the next completion, else registers the
+    /// waker. The entry is removed with the final completion.
+    pub(crate) fn poll_shot(&self, key: OpKey, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let mut inner = self.lock();
+        let Some(entry) = Self::entry(&mut inner, key) else {
+            debug_assert!(false, "polled a multishot op that is not in the table");
+            return Poll::Ready(Outcome::Shutdown);
+        };
+        let shots = entry.shots.as_mut().expect("a multishot entry");
+        if let Some(outcome) = shots.queue.pop_front() {
+            if shots.ended && shots.queue.is_empty() {
+                inner.slots.remove(key.slot as usize);
+                self.set_pending(&inner);
+            }
+            return Poll::Ready(outcome);
+        }
+        match &mut entry.life {
+            Lifecycle::Waiting(waker) if waker.will_wake(cx.waker()) => {}
+            life => *life = Lifecycle::Waiting(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
+    /// Multishot future side, on drop before the final completion was read:
+    /// unread completions go to `sink` at once, later ones as they come.
+    /// Returns `sink` back when the operation has ended (the caller drops
+    /// it); otherwise keeps it and returns `None`: the caller then asks the
+    /// owner to cancel the operation.
+    pub(crate) fn orphan_multi(
+        &self,
+        key: OpKey,
+        mut sink: Box<dyn Discard>,
+    ) -> Option<Box<dyn Discard>> {
+        let mut inner = self.lock();
+        let Some(entry) = Self::entry(&mut inner, key) else {
+            return Some(sink);
+        };
+        let shots = entry.shots.as_mut().expect("a multishot entry");
+        for outcome in shots.queue.drain(..) {
+            if let Outcome::Kernel { result, flags } = outcome {
+                sink.discard(result, flags);
+            }
+        }
+        if shots.ended {
+            inner.slots.remove(key.slot as usize);
+            self.set_pending(&inner);
+            return Some(sink);
+        }
+        entry.life = Lifecycle::OrphanedMulti(sink);
+        None
+    }
+
     /// Reaper side: records final completions, collecting the follow-up.
     pub(crate) fn complete_batch(
         &self,
@@ -247,17 +341,22 @@ impl OpTable {
     ) {
         let mut inner = self.lock();
         for (key, outcome) in cqes {
-            Self::complete_one(&mut inner, key, outcome, out);
-            out.completed += 1;
+            if Self::complete_one(&mut inner, key, outcome, out) {
+                out.completed += 1;
+            }
         }
         self.set_pending(&inner);
     }
 
-    fn complete_one(inner: &mut Inner, key: OpKey, outcome: Outcome, out: &mut Reaped) {
+    /// Returns true for an operation's final completion.
+    fn complete_one(inner: &mut Inner, key: OpKey, outcome: Outcome, out: &mut Reaped) -> bool {
         let Some(entry) = Self::entry(inner, key) else {
             debug_assert!(false, "completion for an op not in the table: {key:?}");
-            return;
+            return false;
         };
+        if entry.shots.is_some() {
+            return Self::complete_shot(inner, key, outcome, out);
+        }
         let life = std::mem::replace(&mut entry.life, Lifecycle::Submitted);
         let (next, follow_up) = life.complete(outcome);
         match next {
@@ -271,6 +370,33 @@ impl OpTable {
             OnComplete::Stored => {}
             OnComplete::Release(keep) => out.released.push(keep),
         }
+        true
+    }
+
+    fn complete_shot(inner: &mut Inner, key: OpKey, outcome: Outcome, out: &mut Reaped) -> bool {
+        let entry = Self::entry(inner, key).expect("checked by the caller");
+        let last = is_last_shot(outcome);
+        if let Lifecycle::OrphanedMulti(sink) = &mut entry.life {
+            if let Outcome::Kernel { result, flags } = outcome {
+                sink.discard(result, flags);
+            }
+            if last {
+                let entry = inner.slots.remove(key.slot as usize);
+                if let Lifecycle::OrphanedMulti(sink) = entry.life {
+                    out.released.push(Box::new(sink));
+                }
+            }
+            return last;
+        }
+        let shots = entry.shots.as_mut().expect("checked by the caller");
+        debug_assert!(!shots.ended, "a completion after the final one");
+        shots.queue.push_back(outcome);
+        shots.ended |= last;
+        if let Lifecycle::Waiting(waker) = std::mem::replace(&mut entry.life, Lifecycle::Submitted)
+        {
+            out.wakers.push(waker);
+        }
+        last
     }
 
     /// Shutdown: refuses new operations, fails the queued ones, and returns
@@ -285,10 +411,10 @@ impl OpTable {
                 slot: slot as u32,
                 gen: entry.gen,
             };
-            match (entry.phase, &entry.life) {
-                (_, Lifecycle::Completed(_)) => {}
-                (Phase::Queued, _) => queued.push(key),
-                (Phase::InRing, _) => in_ring.push(key),
+            match entry.phase {
+                _ if !entry.is_live() => {}
+                Phase::Queued => queued.push(key),
+                Phase::InRing => in_ring.push(key),
             }
         }
         for key in queued {
@@ -308,7 +434,7 @@ impl OpTable {
         self.lock()
             .slots
             .iter()
-            .filter(|(_, e)| e.phase == Phase::InRing && !matches!(e.life, Lifecycle::Completed(_)))
+            .filter(|(_, e)| e.phase == Phase::InRing && e.is_live())
             .count()
     }
 
@@ -318,12 +444,10 @@ impl OpTable {
     pub(crate) fn leak_in_ring(&self) {
         let mut inner = self.lock();
         for (_, entry) in inner.slots.iter_mut() {
-            if let Lifecycle::Orphaned(_) = entry.life {
-                if let Lifecycle::Orphaned(keep) =
-                    std::mem::replace(&mut entry.life, Lifecycle::Submitted)
-                {
-                    std::mem::forget(keep);
-                }
+            match std::mem::replace(&mut entry.life, Lifecycle::Submitted) {
+                Lifecycle::Orphaned(keep) => std::mem::forget(keep),
+                Lifecycle::OrphanedMulti(sink) => std::mem::forget(sink),
+                life => entry.life = life,
             }
         }
     }
@@ -403,6 +527,87 @@ mod tests {
         assert_ne!(new.gen, old.gen);
         assert!(!table.wants_cancel(old));
         assert!(table.wants_cancel(new));
+    }
+
+    const F_MORE: u32 = 1 << 1;
+
+    fn shot(result: i32) -> Outcome {
+        Outcome::Kernel {
+            result,
+            flags: F_MORE,
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<i32>>>);
+    impl Discard for Sink {
+        fn discard(&mut self, result: i32, _flags: u32) {
+            self.0.lock().unwrap().push(result);
+        }
+    }
+
+    #[test]
+    fn multishot_queues_until_the_final_completion() {
+        let table = OpTable::default();
+        let key = table.insert_multi(Phase::InRing).unwrap();
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(table.poll_shot(key, &mut cx).is_pending());
+        let mut out = Reaped::default();
+        table.complete_batch([(key, shot(1)), (key, shot(2))], &mut out);
+        assert_eq!(out.completed, 0, "not final yet");
+        out.settle();
+        assert!(flag.0.load(Ordering::SeqCst));
+        assert_eq!(table.poll_shot(key, &mut cx), Poll::Ready(shot(1)));
+        assert_eq!(table.poll_shot(key, &mut cx), Poll::Ready(shot(2)));
+        assert!(table.poll_shot(key, &mut cx).is_pending());
+        assert!(table.wants_cancel(key));
+        table.complete_batch([(key, kernel(-125))], &mut out);
+        assert_eq!(out.completed, 1);
+        assert!(!table.wants_cancel(key), "ended");
+        assert_eq!(table.in_ring(), 0);
+        assert_eq!(table.poll_shot(key, &mut cx), Poll::Ready(kernel(-125)));
+        assert_eq!(table.pending(), 0, "removed with the final read");
+    }
+
+    #[test]
+    fn orphaned_multishot_discards_unread_and_later_completions() {
+        let table = OpTable::default();
+        let key = table.insert_multi(Phase::InRing).unwrap();
+        let mut out = Reaped::default();
+        table.complete_batch([(key, shot(5))], &mut out);
+        let sink = Sink::default();
+        assert!(table.orphan_multi(key, Box::new(sink.clone())).is_none());
+        assert_eq!(*sink.0.lock().unwrap(), vec![5], "unread one discarded");
+        table.complete_batch([(key, shot(6)), (key, kernel(7))], &mut out);
+        assert_eq!(*sink.0.lock().unwrap(), vec![5, 6, 7]);
+        assert_eq!(out.released.len(), 1, "hook dropped at the final one");
+        assert_eq!(table.pending(), 0);
+    }
+
+    #[test]
+    fn orphaning_an_ended_multishot_hands_the_hook_back() {
+        let table = OpTable::default();
+        let key = table.insert_multi(Phase::InRing).unwrap();
+        let mut out = Reaped::default();
+        table.complete_batch([(key, shot(1)), (key, kernel(0))], &mut out);
+        let sink = Sink::default();
+        assert!(table.orphan_multi(key, Box::new(sink.clone())).is_some());
+        assert_eq!(*sink.0.lock().unwrap(), vec![1, 0]);
+        assert_eq!(table.pending(), 0);
+    }
+
+    #[test]
+    fn close_ends_a_queued_multishot() {
+        let table = OpTable::default();
+        let key = table.insert_multi(Phase::Queued).unwrap();
+        let mut out = Reaped::default();
+        assert!(table.close(&mut out).is_empty());
+        let waker = Waker::from(Arc::new(Flag(AtomicBool::new(false))));
+        let mut cx = Context::from_waker(&waker);
+        assert_eq!(table.poll_shot(key, &mut cx), Poll::Ready(Outcome::Shutdown));
+        assert_eq!(table.pending(), 0);
     }
 
     #[test]

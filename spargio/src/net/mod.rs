@@ -18,6 +18,7 @@
 
 mod addr;
 mod datagram;
+mod incoming;
 mod session;
 pub(crate) mod stream;
 mod tcp;
@@ -25,6 +26,6 @@ mod udp;
 mod unix;
 
 pub use session::StreamSessionPolicy;
-pub use tcp::{TcpListener, TcpStream};
+pub use tcp::{Incoming, TcpListener, TcpStream};
 pub use udp::UdpSocket;
-pub use unix::{UnixDatagram, UnixListener, UnixStream};
+pub use unix::{UnixDatagram, UnixIncoming, UnixListener, UnixStream};

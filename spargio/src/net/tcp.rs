@@ -7,6 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use socket2::{Domain, SockRef, Type};
 
 use super::addr::{connect, first_ok, resolve, socket};
+use super::incoming::incoming_stream;
 use super::stream::{stream_methods, StreamCore};
 use super::StreamSessionPolicy;
 use crate::op::accept::Accept;
@@ -355,7 +356,59 @@ impl TcpListener {
             sock_addr(peer)?,
         ))
     }
+
+    /// A stream of incoming connections on one multishot accept
+    /// (`IORING_ACCEPT_MULTISHOT`: one submission for every connection,
+    /// not one per accept). Each connection's session is the shard of the
+    /// task that takes it from the stream. The peer address is available
+    /// from [`TcpStream::peer_addr`].
+    ///
+    /// ```
+    /// # spargio::block_on(spargio::run(|handle| async move {
+    /// use spargio::net::{TcpListener, TcpStream};
+    ///
+    /// let listener = TcpListener::bind(&handle, "127.0.0.1:0").await.unwrap();
+    /// let addr = listener.local_addr().unwrap();
+    /// let mut incoming = listener.incoming().unwrap();
+    /// let clients: Vec<_> = (0..3)
+    ///     .map(|_| std::net::TcpStream::connect(addr).unwrap())
+    ///     .collect();
+    /// for _ in 0..clients.len() {
+    ///     let stream = incoming.accept().await.unwrap();
+    ///     assert_eq!(stream.local_addr().unwrap(), addr);
+    /// }
+    /// # })).unwrap();
+    /// ```
+    pub fn incoming(&self) -> io::Result<Incoming> {
+        self.incoming_with_session_policy(StreamSessionPolicy::default())
+    }
+
+    /// Like [`incoming`](Self::incoming); sessions are spread over the
+    /// shards in rotation.
+    pub fn incoming_round_robin(&self) -> io::Result<Incoming> {
+        self.incoming_with_session_policy(StreamSessionPolicy::RoundRobin)
+    }
+
+    /// Like [`incoming`](Self::incoming), with an explicit session policy
+    /// for the accepted streams. The accept itself runs on the calling
+    /// shard's ring.
+    pub fn incoming_with_session_policy(
+        &self,
+        policy: StreamSessionPolicy,
+    ) -> io::Result<Incoming> {
+        Incoming::new(&self.handle, &self.fd, policy)
+    }
 }
+
+incoming_stream!(
+    /// Connections accepted by one multishot accept
+    /// ([`TcpListener::incoming`]); a `Stream` of `io::Result<TcpStream>`
+    /// that never ends. Dropping it closes connections accepted but not yet
+    /// taken.
+    Incoming,
+    TcpStream,
+    TcpStream::from_parts
+);
 
 impl AsRawFd for TcpListener {
     fn as_raw_fd(&self) -> RawFd {

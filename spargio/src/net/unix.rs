@@ -10,6 +10,7 @@ use socket2::{Domain, Type};
 
 use super::addr::{connect, socket};
 use super::datagram::DatagramCore;
+use super::incoming::incoming_stream;
 use super::stream::{stream_methods, StreamCore};
 use super::StreamSessionPolicy;
 use crate::buf::{BufResult, IoBuf, IoBufMut};
@@ -162,14 +163,44 @@ impl UnixListener {
         let session = policy.pick(&self.handle)?;
         let op = Accept::new(self.fd.clone());
         let (fd, peer) = Op::submit(&self.handle.shared, Lane::Shard(session), op).await?;
-        let stream = UnixStream {
+        let stream = UnixStream::from_parts(&self.handle, fd, session);
+        Ok((stream, unix_addr(&peer)?))
+    }
+
+    /// A stream of incoming connections on one multishot accept; see
+    /// [`TcpListener::incoming`](crate::net::TcpListener::incoming).
+    pub fn incoming(&self) -> io::Result<UnixIncoming> {
+        self.incoming_with_session_policy(StreamSessionPolicy::default())
+    }
+
+    /// Like [`incoming`](Self::incoming), with an explicit session policy
+    /// for the accepted streams.
+    pub fn incoming_with_session_policy(
+        &self,
+        policy: StreamSessionPolicy,
+    ) -> io::Result<UnixIncoming> {
+        UnixIncoming::new(&self.handle, &self.fd, policy)
+    }
+}
+
+incoming_stream!(
+    /// Connections accepted by one multishot accept
+    /// ([`UnixListener::incoming`]); a `Stream` of `io::Result<UnixStream>`
+    /// that never ends.
+    UnixIncoming,
+    UnixStream,
+    UnixStream::from_parts
+);
+
+impl UnixStream {
+    fn from_parts(handle: &RuntimeHandle, fd: OwnedFd, session: usize) -> UnixStream {
+        UnixStream {
             core: StreamCore {
                 fd: SharedFd::new(fd),
                 session,
-                handle: self.handle.clone(),
+                handle: handle.clone(),
             },
-        };
-        Ok((stream, unix_addr(&peer)?))
+        }
     }
 }
 

@@ -70,3 +70,30 @@ unsafe impl OpKind for Accept {
         Ok((fd, addr))
     }
 }
+
+/// Accepts connections until cancelled (`IORING_ACCEPT_MULTISHOT`): one
+/// completion per connection, each a new close-on-exec fd. The kernel
+/// reports no peer address in this mode.
+pub(crate) struct AcceptMulti {
+    pub(crate) fd: SharedFd,
+}
+
+// SAFETY: the SQE carries no pointers; the listening fd is kept open by
+// `fd`.
+unsafe impl super::MultishotKind for AcceptMulti {
+    fn build(&mut self) -> squeue::Entry {
+        opcode::AcceptMulti::new(types::Fd(self.fd.raw()))
+            .flags(libc::SOCK_CLOEXEC)
+            .build()
+    }
+}
+
+impl crate::driver::lifecycle::Discard for AcceptMulti {
+    fn discard(&mut self, result: i32, _flags: u32) {
+        if result >= 0 {
+            // SAFETY: an accepted fd nobody will read about: we are its only
+            // owner.
+            drop(unsafe { OwnedFd::from_raw_fd(result) });
+        }
+    }
+}

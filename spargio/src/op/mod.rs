@@ -29,6 +29,7 @@ pub(crate) mod ftruncate;
 pub(crate) mod linkat;
 pub(crate) mod mkdirat;
 mod msghdr;
+pub(crate) mod multishot;
 pub(crate) mod openat;
 pub(crate) mod read;
 pub(crate) mod recv;
@@ -46,6 +47,7 @@ pub(crate) mod unlinkat;
 pub(crate) mod unsafe_op;
 pub(crate) mod write;
 
+pub(crate) use multishot::{MultiOp, MultishotKind};
 pub(crate) use shared_fd::SharedFd;
 
 use std::future::Future;
@@ -74,7 +76,7 @@ pub(crate) struct Completion {
 }
 
 impl Completion {
-    fn from_outcome(outcome: Outcome) -> Completion {
+    pub(crate) fn from_outcome(outcome: Outcome) -> Completion {
         match outcome {
             Outcome::Kernel { result, flags } => Completion {
                 result: if result < 0 {
@@ -166,32 +168,50 @@ impl<K: OpKind> std::fmt::Debug for Op<K> {
     }
 }
 
+/// Creates the op-table entry for an operation on the ring `lane` picks
+/// and hands it the SQE `build` makes (the common first half of [`Op`] and
+/// [`MultiOp`]).
+///
+/// # Safety
+///
+/// Every address in the SQE stays valid until the entry's final
+/// completion: the caller keeps the memory, and moves it into the entry if
+/// it stops waiting first.
+unsafe fn start(
+    shared: &Arc<Shared>,
+    lane: Lane,
+    multishot: bool,
+    build: impl FnOnce() -> squeue::Entry,
+) -> io::Result<(ShardId, OpKey)> {
+    let current = context::current_shard(shared);
+    let shard = lane.resolve(shared, current);
+    if shard >= shared.shard_count() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            crate::RuntimeError::InvalidShard(shard),
+        ));
+    }
+    let local = current == Some(shard);
+    let phase = if local { Phase::InRing } else { Phase::Queued };
+    let ops = &shared.shards[shard].ops;
+    let key = if multishot {
+        ops.insert_multi(phase)?
+    } else {
+        ops.insert(phase)?
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { shared.submit_op(shard, key, build(), local) };
+    Ok((shard, key))
+}
+
 impl<K: OpKind> Op<K> {
     /// Submits `kind` to the ring `lane` picks.
     pub(crate) fn submit(shared: &Arc<Shared>, lane: Lane, mut kind: K) -> Op<K> {
-        let current = context::current_shard(shared);
-        let shard = lane.resolve(shared, current);
-        if shard >= shared.shard_count() {
-            return Op {
-                shared: shared.clone(),
-                state: State::Refused(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    crate::RuntimeError::InvalidShard(shard),
-                )),
-                kind: Some(kind),
-            };
-        }
-        let local = current == Some(shard);
-        let phase = if local { Phase::InRing } else { Phase::Queued };
-        let state = match shared.shards[shard].ops.insert(phase) {
-            Ok(key) => {
-                let sqe = kind.build();
-                // SAFETY: `kind` (OpKind's contract) owns every address in
-                // `sqe`; this future keeps it until the entry completes, or
-                // orphans it into the entry on drop (`Drop` below).
-                unsafe { shared.submit_op(shard, key, sqe, local) };
-                State::InFlight { shard, key }
-            }
+        // SAFETY: `kind` (OpKind's contract) owns every address in the SQE;
+        // this future keeps it until the entry completes, or orphans it
+        // into the entry on drop (`Drop` below).
+        let state = match unsafe { start(shared, lane, false, || kind.build()) } {
+            Ok((shard, key)) => State::InFlight { shard, key },
             Err(err) => State::Refused(err),
         };
         Op {

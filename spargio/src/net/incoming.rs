@@ -1,0 +1,124 @@
+//! Multishot accept: one `IORING_OP_ACCEPT` that keeps accepting.
+//!
+//! The operation is armed on the listener's accept ring when the stream is
+//! created, so connections are accepted (into the op table's queue) even
+//! before the first poll. Each accepted fd becomes a stream whose session
+//! shard the stream's policy picks at that moment. The kernel may end the
+//! multishot operation (an error such as `EMFILE`, a full CQ); the error, if
+//! any, is yielded and the next poll arms it again. Dropping the stream
+//! cancels the operation, and connections accepted but not yet yielded are
+//! closed (the peer sees a reset or EOF), never leaked.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::task::{Context, Poll};
+
+use super::StreamSessionPolicy;
+use crate::op::accept::AcceptMulti;
+use crate::op::{Lane, MultiOp, SharedFd};
+use crate::task::ShardId;
+use crate::RuntimeHandle;
+
+/// The listener-independent part of `Incoming` and `UnixIncoming`.
+#[derive(Debug)]
+pub(crate) struct IncomingCore {
+    op: MultiOp<AcceptMulti>,
+    ring: ShardId,
+    policy: StreamSessionPolicy,
+    pub(crate) handle: RuntimeHandle,
+}
+
+impl IncomingCore {
+    pub(crate) fn new(
+        handle: &RuntimeHandle,
+        fd: &SharedFd,
+        policy: StreamSessionPolicy,
+    ) -> io::Result<IncomingCore> {
+        let ring = StreamSessionPolicy::ContextPreferred.pick(handle)?;
+        policy.pick(handle)?; // reject a bad `Fixed` shard up front
+        let op = MultiOp::submit(
+            &handle.shared,
+            Lane::Shard(ring),
+            AcceptMulti { fd: fd.clone() },
+        );
+        Ok(IncomingCore {
+            op,
+            ring,
+            policy,
+            handle: handle.clone(),
+        })
+    }
+
+    /// The next accepted connection and its session shard.
+    pub(crate) fn poll_accept(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<(OwnedFd, ShardId)>> {
+        loop {
+            match self.op.poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => self.op.rearm(Lane::Shard(self.ring)),
+                Poll::Ready(Some(done)) => {
+                    let fd = match done.result {
+                        Ok(fd) => fd as i32,
+                        Err(err) => return Poll::Ready(Err(err)),
+                    };
+                    // SAFETY: a successful ACCEPT returns a new fd that
+                    // nothing else owns.
+                    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                    return Poll::Ready(self.policy.pick(&self.handle).map(|s| (fd, s)));
+                }
+            }
+        }
+    }
+}
+
+/// Defines a multishot-accept stream type for a listener.
+macro_rules! incoming_stream {
+    ($(#[$doc:meta])* $name:ident, $stream:ty, $wrap:path) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name {
+            core: crate::net::incoming::IncomingCore,
+        }
+
+        impl $name {
+            pub(crate) fn new(
+                handle: &crate::RuntimeHandle,
+                fd: &crate::op::SharedFd,
+                policy: crate::net::StreamSessionPolicy,
+            ) -> std::io::Result<$name> {
+                Ok($name {
+                    core: crate::net::incoming::IncomingCore::new(handle, fd, policy)?,
+                })
+            }
+
+            /// The next accepted connection. An error (e.g. `EMFILE`) does
+            /// not end the stream: the next call accepts again.
+            pub async fn accept(&mut self) -> std::io::Result<$stream> {
+                std::future::poll_fn(|cx| {
+                    crate::net::incoming::IncomingCore::poll_accept(&mut self.core, cx)
+                })
+                .await
+                .map(|(fd, session)| $wrap(&self.core.handle, fd, session))
+            }
+        }
+
+        impl futures_core::Stream for $name {
+            type Item = std::io::Result<$stream>;
+
+            /// Never ends; errors are yielded as items.
+            fn poll_next(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Option<Self::Item>> {
+                let this = self.get_mut();
+                this.core.poll_accept(cx).map(|res| {
+                    Some(res.map(|(fd, session)| $wrap(&this.core.handle, fd, session)))
+                })
+            }
+        }
+    };
+}
+
+pub(crate) use incoming_stream;
