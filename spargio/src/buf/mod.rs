@@ -17,6 +17,7 @@
 //! [`Slice::into_inner`] gets the whole buffer back.
 
 mod impls;
+pub(crate) mod ring;
 mod slice;
 
 pub use slice::Slice;

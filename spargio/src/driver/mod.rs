@@ -62,6 +62,9 @@ pub(crate) struct Driver {
     /// Operation completions of the current reap, before they are handed
     /// to the op table under one lock.
     op_cqes: Vec<(OpKey, Outcome)>,
+    /// Provided-buffer group ids: the next never used, and freed ones.
+    next_bgid: u16,
+    free_bgids: Vec<u16>,
 }
 
 impl std::fmt::Debug for Driver {
@@ -85,6 +88,8 @@ impl Driver {
             failed_doorbells: Vec::new(),
             backlog: VecDeque::new(),
             op_cqes: Vec::new(),
+            next_bgid: 0,
+            free_bgids: Vec::new(),
         };
         driver.arm_eventfd()?;
         driver.ring.submit()?;
@@ -211,6 +216,47 @@ impl Driver {
             self.arm_eventfd()?;
         }
         Ok(n)
+    }
+
+    /// Registers a provided-buffer ring under a fresh buffer group id.
+    ///
+    /// # Safety
+    ///
+    /// `ring_addr` is page-aligned memory for `entries` descriptors that
+    /// stays allocated until [`Driver::unregister_buf_ring`] succeeds.
+    pub(crate) unsafe fn register_buf_ring(
+        &mut self,
+        ring_addr: u64,
+        entries: u16,
+    ) -> io::Result<u16> {
+        let bgid = match self.free_bgids.pop() {
+            Some(bgid) => bgid,
+            None if self.next_bgid < u16::MAX => {
+                self.next_bgid += 1;
+                self.next_bgid - 1
+            }
+            None => return Err(io::Error::other("every buffer group id is in use")),
+        };
+        // SAFETY: forwarded from this function's contract.
+        match unsafe {
+            self.ring
+                .submitter()
+                .register_buf_ring_with_flags(ring_addr, entries, bgid, 0)
+        } {
+            Ok(()) => Ok(bgid),
+            Err(err) => {
+                self.free_bgids.push(bgid);
+                Err(err)
+            }
+        }
+    }
+
+    /// Unregisters buffer group `bgid`; the kernel no longer touches its
+    /// ring afterwards.
+    pub(crate) fn unregister_buf_ring(&mut self, bgid: u16) -> io::Result<()> {
+        self.ring.submitter().unregister_buf_ring(bgid)?;
+        self.free_bgids.push(bgid);
+        Ok(())
     }
 
     pub(crate) fn has_failed_doorbells(&self) -> bool {

@@ -606,7 +606,10 @@ mod tests {
         assert!(table.close(&mut out).is_empty());
         let waker = Waker::from(Arc::new(Flag(AtomicBool::new(false))));
         let mut cx = Context::from_waker(&waker);
-        assert_eq!(table.poll_shot(key, &mut cx), Poll::Ready(Outcome::Shutdown));
+        assert_eq!(
+            table.poll_shot(key, &mut cx),
+            Poll::Ready(Outcome::Shutdown)
+        );
         assert_eq!(table.pending(), 0);
     }
 

@@ -117,6 +117,11 @@ impl Ring {
         self.uring.submitter().register_enable_rings()
     }
 
+    /// The ring's registration calls.
+    pub(crate) fn submitter(&self) -> io_uring::Submitter<'_> {
+        self.uring.submitter()
+    }
+
     pub(crate) fn fd(&self) -> RawFd {
         self.uring.as_raw_fd()
     }

@@ -19,12 +19,14 @@
 mod addr;
 mod datagram;
 mod incoming;
+mod segments;
 mod session;
 pub(crate) mod stream;
 mod tcp;
 mod udp;
 mod unix;
 
+pub use segments::{RecvPoolConfig, RecvSegment, RecvSegments};
 pub use session::StreamSessionPolicy;
 pub use tcp::{Incoming, TcpListener, TcpStream};
 pub use udp::UdpSocket;

@@ -231,6 +231,26 @@ macro_rules! stream_methods {
             self.core.send_all_batch(bufs, window).await
         }
 
+        /// Receives with one multishot receive into a pool of provided
+        /// buffers registered for this stream (64 × 16 KiB): a stream of
+        /// [`RecvSegment`](crate::net::RecvSegment)s, each the bytes of one
+        /// completion in the pool buffer the kernel filled (no copy), given
+        /// back to the kernel when dropped. Ends at end of stream. See
+        /// [`RecvSegments`](crate::net::RecvSegments) for flow control.
+        pub async fn recv_multishot_segments(&self) -> std::io::Result<crate::net::RecvSegments> {
+            self.recv_multishot_segments_with(crate::net::RecvPoolConfig::default())
+                .await
+        }
+
+        /// [`recv_multishot_segments`](Self::recv_multishot_segments) with
+        /// a pool of this shape.
+        pub async fn recv_multishot_segments_with(
+            &self,
+            config: crate::net::RecvPoolConfig,
+        ) -> std::io::Result<crate::net::RecvSegments> {
+            crate::net::RecvSegments::new(&self.core, config).await
+        }
+
         /// Shuts down the read side, the write side or both. After
         /// `Shutdown::Write` the peer reads end-of-stream; further sends
         /// fail with `BrokenPipe`.

@@ -33,6 +33,7 @@ pub(crate) mod multishot;
 pub(crate) mod openat;
 pub(crate) mod read;
 pub(crate) mod recv;
+pub(crate) mod recv_multi;
 pub(crate) mod recvmsg;
 pub(crate) mod renameat;
 pub(crate) mod send;

@@ -39,7 +39,10 @@ pub(crate) unsafe trait MultishotKind: Discard {
 }
 
 enum State {
-    InFlight { shard: ShardId, key: OpKey },
+    InFlight {
+        shard: ShardId,
+        key: OpKey,
+    },
     /// Submission failed; the error is yielded once.
     Refused(io::Error),
     /// The last completion was yielded.
@@ -92,33 +95,32 @@ impl<K: MultishotKind> MultiOp<K> {
         };
     }
 
-    /// True once the last completion was yielded (re-arm for more).
-    pub(crate) fn is_ended(&self) -> bool {
-        matches!(self.state, State::Ended)
-    }
-
-    /// The operation's resources.
-    pub(crate) fn kind_mut(&mut self) -> &mut K {
-        self.kind.as_mut().expect("resources present until drop")
+    /// Asks the kernel to end the operation; its last completion follows
+    /// (read on with [`poll_next`](Self::poll_next)).
+    pub(crate) fn cancel(&self) {
+        if let State::InFlight { shard, key } = self.state {
+            self.shared.cancel_op(shard, key);
+        }
     }
 
     /// The next completion; `None` after the last one (until re-armed).
     pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
         match std::mem::replace(&mut self.state, State::Ended) {
-            State::InFlight { shard, key } => match self.shared.shards[shard].ops.poll_shot(key, cx)
-            {
-                Poll::Ready(outcome) => {
-                    let done = Completion::from_outcome(outcome);
-                    if done.ran && io_uring::cqueue::more(done.flags) {
-                        self.state = State::InFlight { shard, key };
+            State::InFlight { shard, key } => {
+                match self.shared.shards[shard].ops.poll_shot(key, cx) {
+                    Poll::Ready(outcome) => {
+                        let done = Completion::from_outcome(outcome);
+                        if done.ran && io_uring::cqueue::more(done.flags) {
+                            self.state = State::InFlight { shard, key };
+                        }
+                        Poll::Ready(Some(done))
                     }
-                    Poll::Ready(Some(done))
+                    Poll::Pending => {
+                        self.state = State::InFlight { shard, key };
+                        Poll::Pending
+                    }
                 }
-                Poll::Pending => {
-                    self.state = State::InFlight { shard, key };
-                    Poll::Pending
-                }
-            },
+            }
             State::Refused(err) => Poll::Ready(Some(Completion::failed(err))),
             State::Ended => Poll::Ready(None),
         }

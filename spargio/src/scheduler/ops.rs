@@ -70,6 +70,28 @@ impl Worker {
         }
     }
 
+    /// Registers a provided-buffer ring with this shard's ring; returns its
+    /// buffer group id.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Driver::register_buf_ring`](crate::driver::Driver::register_buf_ring).
+    pub(crate) unsafe fn register_buf_ring(
+        &self,
+        ring_addr: u64,
+        entries: u16,
+    ) -> std::io::Result<u16> {
+        let mut driver = self.driver.try_borrow_mut().map_err(|_| busy())?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { driver.register_buf_ring(ring_addr, entries) }
+    }
+
+    /// Unregisters buffer group `bgid` from this shard's ring.
+    pub(crate) fn unregister_buf_ring(&self, bgid: u16) -> std::io::Result<()> {
+        let mut driver = self.driver.try_borrow_mut().map_err(|_| busy())?;
+        driver.unregister_buf_ring(bgid)
+    }
+
     /// An operation another thread submitted to this ring.
     pub(super) fn push_remote_op(&self, key: OpKey, sqe: squeue::Entry) {
         if self.me().ops.mark_in_ring(key) {
@@ -135,6 +157,13 @@ impl Worker {
             self.check_ring(res.map(drop));
         }
     }
+}
+
+/// The driver is borrowed: only possible if called from inside the
+/// driver's own reap, which never runs user code.
+fn busy() -> std::io::Error {
+    debug_assert!(false, "ring registration while the driver is borrowed");
+    std::io::Error::other("the shard's ring is busy")
 }
 
 impl Shared {

@@ -1,0 +1,312 @@
+//! Provided-buffer rings (`IORING_REGISTER_PBUF_RING`).
+//!
+//! A [`BufRing`] is a pool of equal-sized buffers the kernel picks from
+//! when a buffer-select operation (multishot receive) has data: the
+//! completion names the buffer it filled. The pool is two allocations:
+//!
+//! * the ring itself, `entries` 16-byte `io_uring_buf` descriptors in
+//!   page-aligned memory, whose tail the application advances to hand
+//!   buffers to the kernel (the tail is the `resv` field of descriptor 0);
+//! * the buffers, `entries × buffer_len` bytes.
+//!
+//! A filled buffer belongs to the application until it is *recycled*: its
+//! descriptor is written at the tail and the tail published with a release
+//! store. Recycling may happen on any thread (a [`RecvSegment`] can be
+//! dropped anywhere), so producers serialize on a mutex; the kernel is the
+//! only consumer. There are exactly as many buffers as descriptors, so the
+//! slot at the tail is always free: a buffer is never in the ring twice.
+//!
+//! Registration and unregistration are `io_uring_register` calls on the
+//! ring of the shard that owns the pool, made on that shard's thread (a
+//! `SINGLE_ISSUER` ring accepts them from no other). The pool is
+//! unregistered and freed when the last reference goes: the multishot
+//! operation holds one until its final completion, each segment holds one,
+//! so the kernel never sees a buffer group whose memory is gone.
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+use std::{fmt, io};
+
+use crate::runtime::context;
+use crate::scheduler::Shared;
+use crate::task::ShardId;
+
+/// Size of one `io_uring_buf` descriptor.
+const DESC: usize = 16;
+/// Byte offset of the ring's tail (descriptor 0's `resv`).
+const TAIL_OFFSET: usize = 14;
+const PAGE: usize = 4096;
+
+/// The memory of one pool, freed only by [`PoolMemory::free`] (dropping it
+/// leaks, which is what must happen if it can no longer be unregistered).
+struct PoolMemory {
+    ring: NonNull<u8>,
+    ring_layout: Layout,
+    bufs: NonNull<u8>,
+    bufs_layout: Layout,
+}
+
+// SAFETY: plain heap memory; who may touch it is governed by `BufRing`.
+unsafe impl Send for PoolMemory {}
+
+impl PoolMemory {
+    fn new(entries: u16, buffer_len: u32) -> io::Result<PoolMemory> {
+        let too_big = || io::Error::new(io::ErrorKind::InvalidInput, "buffer pool too large");
+        let ring_layout =
+            Layout::from_size_align(usize::from(entries) * DESC, PAGE).map_err(|_| too_big())?;
+        let total = usize::from(entries)
+            .checked_mul(buffer_len as usize)
+            .ok_or_else(too_big)?;
+        let bufs_layout = Layout::from_size_align(total, 64).map_err(|_| too_big())?;
+        // SAFETY: both layouts have a non-zero size (entries ≥ 1 and
+        // buffer_len ≥ 1 are checked by `BufRing::register`).
+        let ring = NonNull::new(unsafe { alloc::alloc_zeroed(ring_layout) });
+        let ring = ring.ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        // SAFETY: as above.
+        let bufs = match NonNull::new(unsafe { alloc::alloc(bufs_layout) }) {
+            Some(bufs) => bufs,
+            None => {
+                // SAFETY: allocated just above with this layout.
+                unsafe { alloc::dealloc(ring.as_ptr(), ring_layout) };
+                return Err(io::ErrorKind::OutOfMemory.into());
+            }
+        };
+        Ok(PoolMemory {
+            ring,
+            ring_layout,
+            bufs,
+            bufs_layout,
+        })
+    }
+
+    /// # Safety
+    ///
+    /// The kernel no longer uses the memory (the pool is unregistered, or
+    /// was never registered).
+    unsafe fn free(self) {
+        // SAFETY: allocated in `new` with these layouts; the caller vouches
+        // that the kernel is done with them.
+        unsafe {
+            alloc::dealloc(self.ring.as_ptr(), self.ring_layout);
+            alloc::dealloc(self.bufs.as_ptr(), self.bufs_layout);
+        }
+    }
+}
+
+/// A registered pool of provided buffers (module docs).
+pub(crate) struct BufRing {
+    memory: Option<PoolMemory>,
+    entries: u16,
+    buffer_len: u32,
+    bgid: u16,
+    shard: ShardId,
+    shared: Arc<Shared>,
+    /// The producer's private tail, published through the ring's tail.
+    tail: Mutex<u16>,
+    /// Buffers the kernel handed out and nobody recycled yet.
+    held: AtomicUsize,
+    /// A consumer waiting for a buffer to come back (the kernel ran out).
+    waiter: Mutex<Option<Waker>>,
+}
+
+impl fmt::Debug for BufRing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BufRing")
+            .field("shard", &self.shard)
+            .field("bgid", &self.bgid)
+            .field("entries", &self.entries)
+            .field("buffer_len", &self.buffer_len)
+            .field("held", &self.held.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+// SAFETY: the raw memory is shared between threads under the rules in the
+// module docs: descriptors are written under `tail`'s mutex, a buffer's
+// bytes are accessed only by the one holder of its id (the kernel, or the
+// segment it was handed to).
+unsafe impl Send for BufRing {}
+// SAFETY: as above.
+unsafe impl Sync for BufRing {}
+
+impl BufRing {
+    /// Creates a pool of `entries` buffers of `buffer_len` bytes and
+    /// registers it with `shard`'s ring. Must run on that shard's thread.
+    pub(crate) fn register(
+        shared: &Arc<Shared>,
+        shard: ShardId,
+        entries: u16,
+        buffer_len: u32,
+    ) -> io::Result<Arc<BufRing>> {
+        if !entries.is_power_of_two() || entries > 1 << 15 || buffer_len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a buffer pool needs a power-of-two count (at most 32768) of non-empty buffers",
+            ));
+        }
+        let memory = PoolMemory::new(entries, buffer_len)?;
+        let ring_addr = memory.ring.as_ptr() as u64;
+        let registered = context::with_worker(|w| match w {
+            Some(w) if w.id == shard && Arc::ptr_eq(&w.shared, shared) => {
+                // SAFETY: the ring memory is page-aligned, `entries`
+                // descriptors long, and stays allocated until the pool is
+                // unregistered (`Drop`).
+                unsafe { w.register_buf_ring(ring_addr, entries) }
+            }
+            _ => Err(io::Error::other("buffer pool registered off its shard")),
+        });
+        let bgid = match registered {
+            Ok(bgid) => bgid,
+            Err(err) => {
+                // SAFETY: never registered.
+                unsafe { memory.free() };
+                return Err(err);
+            }
+        };
+        let ring = BufRing {
+            memory: Some(memory),
+            entries,
+            buffer_len,
+            bgid,
+            shard,
+            shared: shared.clone(),
+            tail: Mutex::new(0),
+            held: AtomicUsize::new(entries as usize),
+            waiter: Mutex::new(None),
+        };
+        for bid in 0..entries {
+            ring.recycle(bid);
+        }
+        Ok(Arc::new(ring))
+    }
+
+    fn memory(&self) -> &PoolMemory {
+        self.memory.as_ref().expect("present until drop")
+    }
+
+    /// The buffer group id to put in a buffer-select SQE.
+    pub(crate) fn bgid(&self) -> u16 {
+        self.bgid
+    }
+
+    /// Buffers in the pool.
+    pub(crate) fn entries(&self) -> u16 {
+        self.entries
+    }
+
+    /// Buffers the kernel could use right now, counting every completion
+    /// the consumer has seen.
+    pub(crate) fn available(&self) -> usize {
+        usize::from(self.entries) - self.held.load(Ordering::Acquire)
+    }
+
+    /// Records that a completion handed out buffer `bid`.
+    pub(crate) fn take(&self, bid: u16) {
+        debug_assert!(bid < self.entries);
+        self.held.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The first `len` bytes of buffer `bid`.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `bid` (a completion handed it out and it was not
+    /// recycled since) and `len` is at most what the kernel wrote.
+    pub(crate) unsafe fn bytes(&self, bid: u16, len: usize) -> &[u8] {
+        debug_assert!(bid < self.entries && len <= self.buffer_len as usize);
+        let start = usize::from(bid) * self.buffer_len as usize;
+        // SAFETY: in bounds of the buffer allocation; initialized by the
+        // kernel's write; nobody else touches a held buffer (caller).
+        unsafe { std::slice::from_raw_parts(self.memory().bufs.as_ptr().add(start), len) }
+    }
+
+    /// Gives buffer `bid` back to the kernel (from any thread).
+    pub(crate) fn recycle(&self, bid: u16) {
+        debug_assert!(bid < self.entries);
+        let memory = self.memory();
+        {
+            let mut tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+            let slot = usize::from(*tail & (self.entries - 1));
+            let addr = memory.bufs.as_ptr() as u64 + u64::from(bid) * u64::from(self.buffer_len);
+            // SAFETY: `slot` is inside the ring allocation; it is not in the
+            // kernel's window (tail − head < entries while we hold `bid`,
+            // module docs), and only this mutex's holder writes
+            // descriptors. The `resv` field (descriptor 0's is the tail)
+            // is not written.
+            unsafe {
+                let desc = memory.ring.as_ptr().add(slot * DESC);
+                desc.cast::<u64>().write(addr);
+                desc.add(8).cast::<u32>().write(self.buffer_len);
+                desc.add(12).cast::<u16>().write(bid);
+            }
+            *tail = tail.wrapping_add(1);
+            // Release: the descriptor writes above happen before the kernel
+            // (which loads the tail with acquire) can see the new tail.
+            self.shared_tail().store(*tail, Ordering::Release);
+        }
+        self.held.fetch_sub(1, Ordering::AcqRel);
+        let waiter = self.waiter.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(waker) = waiter {
+            waker.wake();
+        }
+    }
+
+    fn shared_tail(&self) -> &AtomicU16 {
+        // SAFETY: offset 14 of the page-aligned ring allocation is 2-byte
+        // aligned and lives as long as `self`; the kernel only reads it.
+        unsafe {
+            &*self
+                .memory()
+                .ring
+                .as_ptr()
+                .add(TAIL_OFFSET)
+                .cast::<AtomicU16>()
+        }
+    }
+
+    /// Registers `waker` to be woken at the next recycle.
+    pub(crate) fn wait_for_buffer(&self, waker: &Waker) {
+        let mut waiter = self.waiter.lock().unwrap_or_else(|p| p.into_inner());
+        match &*waiter {
+            Some(w) if w.will_wake(waker) => {}
+            _ => *waiter = Some(waker.clone()),
+        }
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        let Some(memory) = self.memory.take() else {
+            return;
+        };
+        let (bgid, shard) = (self.bgid, self.shard);
+        let unregister = move |memory: PoolMemory| {
+            context::with_worker(|w| {
+                let w = w.expect("on the pool's shard");
+                if w.unregister_buf_ring(bgid).is_ok() {
+                    // SAFETY: unregistered: the kernel holds no reference.
+                    unsafe { memory.free() };
+                }
+                // Else the ring refused: leak rather than free memory the
+                // kernel may still read.
+            })
+        };
+        let here = context::with_worker(|w| {
+            w.is_some_and(|w| w.id == shard && Arc::ptr_eq(&w.shared, &self.shared))
+        });
+        if here {
+            unregister(memory);
+        } else {
+            // Off the shard (a segment dropped elsewhere): unregister there.
+            // If the runtime is gone the task never runs and the memory is
+            // leaked, never freed under a ring that may still exist.
+            let handle = crate::RuntimeHandle {
+                shared: self.shared.clone(),
+            };
+            let _ = handle.spawn_pinned(shard, async move { unregister(memory) });
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! Multishot receive into a provided-buffer pool: `recv_multishot_segments`.
+//!
+//! One `IORING_OP_RECV` with `IORING_RECV_MULTISHOT` keeps receiving into
+//! buffers the kernel takes from the stream's own pool (a [`BufRing`]
+//! registered on the session shard's ring). Each completion becomes a
+//! [`RecvSegment`]: the received bytes, in the pool buffer the kernel
+//! filled, without a copy. Dropping the segment gives the buffer back to
+//! the kernel. A pool belongs to one stream, so a slow consumer on one
+//! stream cannot starve another.
+//!
+//! Flow control: when the consumer holds every buffer, the kernel ends the
+//! multishot operation with `ENOBUFS` and the data waits in the socket
+//! (TCP applies backpressure to the peer). The stream re-arms the
+//! operation as soon as a segment is dropped. A consumer that keeps every
+//! segment alive while waiting for the next one therefore waits forever:
+//! size the pool for how much you hold ([`RecvPoolConfig`]).
+
+use std::io;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::buf::ring::BufRing;
+use crate::buf::IoBuf;
+use crate::op::recv_multi::RecvMulti;
+use crate::op::{Completion, Lane, MultiOp};
+use crate::runtime::context;
+use crate::task::ShardId;
+
+use super::stream::StreamCore;
+
+/// The buffer pool of one `recv_multishot_segments` stream.
+///
+/// ```
+/// use spargio::net::RecvPoolConfig;
+///
+/// let config = RecvPoolConfig::default().buffers(128).buffer_len(4096);
+/// assert_eq!(config.memory(), 128 * 4096);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvPoolConfig {
+    buffers: u16,
+    buffer_len: u32,
+}
+
+impl Default for RecvPoolConfig {
+    /// 64 buffers of 16 KiB (1 MiB per stream).
+    fn default() -> RecvPoolConfig {
+        RecvPoolConfig {
+            buffers: 64,
+            buffer_len: 16 * 1024,
+        }
+    }
+}
+
+impl RecvPoolConfig {
+    /// How many buffers: a power of two from 1 to 32768 (else the stream
+    /// is refused with `InvalidInput`). At most this many segments can be
+    /// held at once.
+    pub fn buffers(mut self, buffers: u16) -> RecvPoolConfig {
+        self.buffers = buffers;
+        self
+    }
+
+    /// Bytes per buffer: the largest segment (at least 1).
+    pub fn buffer_len(mut self, buffer_len: u32) -> RecvPoolConfig {
+        self.buffer_len = buffer_len;
+        self
+    }
+
+    /// Bytes the pool takes.
+    pub fn memory(&self) -> usize {
+        usize::from(self.buffers) * self.buffer_len as usize
+    }
+}
+
+/// Received bytes in a pool buffer; the buffer goes back to the kernel
+/// when this is dropped. Dereferences to `[u8]`, and is an [`IoBuf`], so it
+/// can be sent on as it is.
+pub struct RecvSegment {
+    pool: Arc<BufRing>,
+    bid: u16,
+    len: u32,
+}
+
+impl std::fmt::Debug for RecvSegment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvSegment")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl std::ops::Deref for RecvSegment {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        // SAFETY: this segment holds `bid` (handed out by the completion,
+        // recycled only in `Drop`), and the kernel wrote `len` bytes.
+        unsafe { self.pool.bytes(self.bid, self.len as usize) }
+    }
+}
+
+impl AsRef<[u8]> for RecvSegment {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Drop for RecvSegment {
+    fn drop(&mut self) {
+        self.pool.recycle(self.bid);
+    }
+}
+
+// SAFETY: the bytes live in the pool's heap allocation, which the segment
+// keeps alive (`pool`) and which does not move; nobody writes to a held
+// buffer.
+unsafe impl IoBuf for RecvSegment {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+
+    fn bytes_init(&self) -> usize {
+        self.len as usize
+    }
+
+    fn bytes_total(&self) -> usize {
+        self.len as usize
+    }
+}
+
+/// The segments a stream receives on one multishot receive (module docs);
+/// from `recv_multishot_segments` on [`TcpStream`](super::TcpStream) and
+/// [`UnixStream`](super::UnixStream).
+///
+/// A `Stream` of `io::Result<RecvSegment>` that ends at end of stream, or
+/// after yielding an error.
+///
+/// To stop receiving without losing data, call [`stop`](Self::stop): it
+/// cancels the receive and returns what the kernel had already received.
+/// Merely dropping the stream also cancels it, but bytes the kernel puts in
+/// the pool before the cancel takes effect are discarded, as with any
+/// dropped read.
+#[derive(Debug)]
+pub struct RecvSegments {
+    op: MultiOp<RecvMulti>,
+    pool: Arc<BufRing>,
+    session: ShardId,
+    /// The kernel ran out of buffers: re-arm once one comes back.
+    starved: bool,
+    finished: bool,
+}
+
+impl RecvSegments {
+    pub(crate) async fn new(core: &StreamCore, config: RecvPoolConfig) -> io::Result<RecvSegments> {
+        let shared = core.handle.shared.clone();
+        let session = core.session;
+        let (buffers, len) = (config.buffers, config.buffer_len);
+        let pool = if context::current_shard(&shared) == Some(session) {
+            BufRing::register(&shared, session, buffers, len)?
+        } else {
+            // Registration is a call on the session shard's ring, made from
+            // its own thread.
+            let on_shard = shared.clone();
+            core.handle
+                .spawn_pinned(session, async move {
+                    BufRing::register(&on_shard, session, buffers, len)
+                })
+                .map_err(io::Error::other)?
+                .await
+                .map_err(io::Error::other)??
+        };
+        let op = MultiOp::submit(
+            &shared,
+            Lane::Shard(session),
+            RecvMulti {
+                fd: core.fd.clone(),
+                pool: pool.clone(),
+            },
+        );
+        Ok(RecvSegments {
+            op,
+            pool,
+            session,
+            starved: false,
+            finished: false,
+        })
+    }
+
+    /// The next segment; `None` at end of stream.
+    pub async fn next_segment(&mut self) -> Option<io::Result<RecvSegment>> {
+        std::future::poll_fn(|cx| self.poll_segment(cx)).await
+    }
+
+    /// Ends the multishot receive and returns the segments the kernel
+    /// received before it stopped (the bytes that follow stay in the
+    /// socket for the next receive). An error that ended the stream first
+    /// is returned instead.
+    pub async fn stop(mut self) -> io::Result<Vec<RecvSegment>> {
+        self.op.cancel();
+        // Nothing re-arms from here on.
+        self.starved = false;
+        let mut rest = Vec::new();
+        std::future::poll_fn(|cx| loop {
+            if self.finished {
+                return Poll::Ready(Ok(()));
+            }
+            match self.op.poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Ready(Some(done)) => match self.segment(done) {
+                    Some(Ok(seg)) => rest.push(seg),
+                    Some(Err(err)) if is_end_of_multishot(&err) => {}
+                    Some(Err(err)) => return Poll::Ready(Err(err)),
+                    None => {}
+                },
+            }
+        })
+        .await?;
+        Ok(rest)
+    }
+
+    /// Buffers in this stream's pool.
+    pub fn pool_buffers(&self) -> u16 {
+        self.pool.entries()
+    }
+
+    fn poll_segment(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<RecvSegment>>> {
+        loop {
+            if self.finished {
+                return Poll::Ready(None);
+            }
+            if self.starved {
+                // Register first, then look: a buffer recycled in between
+                // is seen by the check or wakes us.
+                self.pool.wait_for_buffer(cx.waker());
+                if self.pool.available() == 0 {
+                    return Poll::Pending;
+                }
+                self.starved = false;
+                self.op.rearm(Lane::Shard(self.session));
+            }
+            match self.op.poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => self.op.rearm(Lane::Shard(self.session)),
+                Poll::Ready(Some(done)) => {
+                    if let Some(item) = self.segment(done) {
+                        return Poll::Ready(Some(item));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Turns one completion into a segment, an error, or nothing (end of
+    /// stream sets `finished`; running out of buffers sets `starved`).
+    fn segment(&mut self, done: Completion) -> Option<io::Result<RecvSegment>> {
+        let bid = io_uring::cqueue::buffer_select(done.flags);
+        if let Some(bid) = bid {
+            self.pool.take(bid);
+        }
+        match (done.result, bid) {
+            (Ok(len), Some(bid)) if len > 0 => Some(Ok(RecvSegment {
+                pool: self.pool.clone(),
+                bid,
+                len,
+            })),
+            (Err(err), None) if err.raw_os_error() == Some(libc::ENOBUFS) => {
+                self.starved = true;
+                None
+            }
+            (res, bid) => {
+                if let Some(bid) = bid {
+                    self.pool.recycle(bid);
+                }
+                self.finished = true;
+                match res {
+                    Ok(0) => None,
+                    Ok(_) => Some(Err(io::Error::other(
+                        "multishot receive completed without a buffer",
+                    ))),
+                    Err(err) => Some(Err(err)),
+                }
+            }
+        }
+    }
+}
+
+/// How a cancelled multishot receive reports its end.
+fn is_end_of_multishot(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::ECANCELED) | Some(libc::ENOBUFS)
+    )
+}
+
+impl futures_core::Stream for RecvSegments {
+    type Item = io::Result<RecvSegment>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<io::Result<RecvSegment>>> {
+        self.get_mut().poll_segment(cx)
+    }
+}
