@@ -692,6 +692,21 @@ mod spargio_side {
     struct Conn {
         stream: TcpStream,
         rbuf: Vec<u8>,
+        /// The client end's multishot receive, when enabled.
+        segs: Option<spargio::net::RecvSegments>,
+    }
+
+    /// `SPARGIO_BENCH_NET_RECV=single`: single-shot receives instead of
+    /// multishot receive into provided buffers.
+    fn multishot() -> bool {
+        std::env::var("SPARGIO_BENCH_NET_RECV").map_or(true, |v| v != "single")
+    }
+
+    /// Provided buffers as large as the echo server's single-shot reads.
+    fn pool() -> spargio::net::RecvPoolConfig {
+        spargio::net::RecvPoolConfig::default()
+            .buffers(4)
+            .buffer_len(ECHO_BUF as u32)
     }
 
     /// Keyed dispatch as cross-shard messages: owner `o` is the task pinned
@@ -713,6 +728,20 @@ mod spargio_side {
     }
 
     async fn echo_server(stream: TcpStream) {
+        if multishot() {
+            // Each received segment is sent back from the pool buffer it
+            // arrived in (no copy), then returns to the pool.
+            let mut segs = stream
+                .recv_multishot_segments_with(pool())
+                .await
+                .expect("pool");
+            while let Some(Ok(seg)) = segs.next_segment().await {
+                if stream.write_all_owned(seg).await.0.is_err() {
+                    return;
+                }
+            }
+            return;
+        }
         let mut buf = Vec::with_capacity(ECHO_BUF);
         loop {
             buf.clear();
@@ -743,6 +772,13 @@ mod spargio_side {
             if let Some(out) = echo.next_send() {
                 let (res, _) = conn.stream.write_all_owned(out).await;
                 res.expect("spargio send");
+            }
+            if let Some(segs) = conn.segs.as_mut() {
+                let seg = segs.next_segment().await.expect("open").expect("recv");
+                for frame in echo.received(&seg) {
+                    sum = sum.wrapping_add(stage.frame(job.stream, frame).await);
+                }
+                continue;
             }
             let want = echo.want();
             rbuf.clear();
@@ -874,9 +910,15 @@ mod spargio_side {
                         server
                             .spawn_on_session(echo_server(server.clone()))
                             .expect("spawn echo server");
+                        let segs = if multishot() {
+                            Some(stream.recv_multishot_segments_with(pool()).await?)
+                        } else {
+                            None
+                        };
                         conns.push(Some(Conn {
                             stream,
                             rbuf: Vec::with_capacity(MAX_CHUNK),
+                            segs,
                         }));
                     }
                     std::io::Result::Ok(conns)
@@ -989,7 +1031,27 @@ mod compio_side {
         placement: Placement,
     }
 
+    /// `COMPIO_BENCH_NET_RECV=single`: plain reads instead of multishot
+    /// receive into the runtime's provided-buffer pool.
+    fn multishot() -> bool {
+        std::env::var("COMPIO_BENCH_NET_RECV").map_or(true, |v| v != "single")
+    }
+
     async fn echo_server(stream: TcpStream) {
+        if multishot() {
+            use compio::io::AsyncReadMulti;
+            use futures_util::StreamExt;
+            let mut reader = &stream;
+            let mut writer = &stream;
+            let segs = reader.read_multi(0);
+            let mut segs = std::pin::pin!(segs);
+            while let Some(Ok(buf)) = segs.next().await {
+                if writer.write_all(buf).await.0.is_err() {
+                    return;
+                }
+            }
+            return;
+        }
         let mut stream = stream;
         let mut buf = Vec::with_capacity(ECHO_BUF);
         loop {
@@ -1019,6 +1081,24 @@ mod compio_side {
         let mut sum = 0u64;
         let mut rbuf = std::mem::take(&mut conn.rbuf);
         let mut stream = &conn.stream;
+        if multishot() {
+            use compio::io::AsyncReadMulti;
+            use futures_util::StreamExt;
+            let mut reader = &conn.stream;
+            let segs = reader.read_multi(0);
+            let mut segs = std::pin::pin!(segs);
+            while !echo.done() {
+                if let Some(out) = echo.next_send() {
+                    let BufResult(res, _) = stream.write_all(out).await;
+                    res.expect("compio send");
+                }
+                let seg = segs.next().await.expect("open").expect("compio recv");
+                for frame in echo.received(&seg) {
+                    sum = sum.wrapping_add(stage.frame(job.stream, frame).await);
+                }
+            }
+            return sum;
+        }
         while !echo.done() {
             if let Some(out) = echo.next_send() {
                 let BufResult(res, _) = stream.write_all(out).await;
@@ -1277,7 +1357,16 @@ mod compio_side {
         streams: usize,
         addr_tx: mpsc::Sender<(usize, SocketAddr)>,
     ) {
-        let rt = compio::runtime::Runtime::new().expect("compio runtime");
+        // The provided-buffer pool multishot reads share on this thread:
+        // 4 buffers of 64 KiB per socket, as on the spargio side.
+        let mut proactor = compio::driver::ProactorBuilder::new();
+        proactor
+            .buffer_pool_size(std::num::NonZero::new((4 * 2 * streams) as u16).expect("streams"))
+            .buffer_pool_buffer_len(ECHO_BUF);
+        let rt = compio::runtime::RuntimeBuilder::new()
+            .with_proactor(proactor)
+            .build()
+            .expect("compio runtime");
         rt.block_on(async move {
             let listener = TcpListener::bind(loopback()).await.expect("compio bind");
             let addr = listener.local_addr().expect("local addr");
