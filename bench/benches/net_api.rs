@@ -31,7 +31,11 @@
 //! A client stream sends up to its window, then loops: read whatever has
 //! come back (at most what is outstanding), check it, run the stage of every
 //! frame it completes, and send as many new frames as the window allows, in
-//! one write. The echo servers read up to 64 KiB and write it back.
+//! one write. The echo servers write back each buffer they receive.
+//! spargio and compio receive on multishot `RECV` into provided buffers
+//! (4 × 64 KiB per socket); tokio reads up to 64 KiB. With
+//! `SPARGIO_BENCH_NET_RECV=single` and `COMPIO_BENCH_NET_RECV=single`,
+//! spargio and compio use single-shot reads of up to 64 KiB instead.
 //!
 //! Variants, each with 2 worker threads and its runtime(s) and connections
 //! built once, outside the measurement (`TCP_NODELAY` on every socket):
