@@ -35,7 +35,9 @@ impl IncomingCore {
         policy: StreamSessionPolicy,
     ) -> io::Result<IncomingCore> {
         let ring = StreamSessionPolicy::ContextPreferred.pick(handle)?;
-        policy.pick(handle)?; // reject a bad `Fixed` shard up front
+        if let StreamSessionPolicy::Fixed(_) = policy {
+            policy.pick(handle)?; // reject a bad shard up front
+        }
         let op = MultiOp::submit(
             &handle.shared,
             Lane::Shard(ring),

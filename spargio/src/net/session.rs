@@ -28,12 +28,25 @@ impl StreamSessionPolicy {
         match self {
             StreamSessionPolicy::ContextPreferred => Ok(context::current_shard(shared)
                 .unwrap_or_else(|| crate::scheduler::choose_op_lane(shared, None, None))),
-            StreamSessionPolicy::RoundRobin => Ok(shared.next_rr() % shared.shard_count()),
+            StreamSessionPolicy::RoundRobin => Ok(shared.next_session_rr(1)),
             StreamSessionPolicy::Fixed(shard) if shard < shared.shard_count() => Ok(shard),
             StreamSessionPolicy::Fixed(shard) => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 crate::RuntimeError::InvalidShard(shard),
             )),
         }
+    }
+
+    /// Session shards for a batch of `n` streams. Round-robin reserves `n`
+    /// consecutive turns at once, so the batch covers every shard evenly
+    /// even while other streams are placed concurrently.
+    pub(crate) fn pick_many(self, handle: &RuntimeHandle, n: usize) -> io::Result<Vec<ShardId>> {
+        let shared = &handle.shared;
+        if self == StreamSessionPolicy::RoundRobin {
+            let start = shared.next_session_rr(n);
+            let count = shared.shard_count();
+            return Ok((0..n).map(|i| (start + i) % count).collect());
+        }
+        (0..n).map(|_| self.pick(handle)).collect()
     }
 }

@@ -159,9 +159,13 @@ impl TcpStream {
     {
         let addrs = resolve(handle, addr).await?;
         let mut out = Vec::with_capacity(n);
-        for _ in 0..n {
+        for session in policy.pick_many(handle, n)? {
             let stream = first_ok(addrs.clone(), |a| {
-                TcpStream::connect_socket_addr_with_session_policy(handle, a, policy)
+                TcpStream::connect_socket_addr_with_session_policy(
+                    handle,
+                    a,
+                    StreamSessionPolicy::Fixed(session),
+                )
             })
             .await?;
             out.push(stream);
@@ -169,7 +173,8 @@ impl TcpStream {
         Ok(out)
     }
 
-    /// `n` connections spread round-robin over the shards.
+    /// `n` connections spread round-robin over the shards: consecutive
+    /// turns of the rotation, so `n ≥ shards` covers every shard.
     pub async fn connect_many_round_robin<A>(
         handle: &RuntimeHandle,
         addr: A,
@@ -196,9 +201,10 @@ impl TcpStream {
         policy: StreamSessionPolicy,
     ) -> io::Result<Vec<TcpStream>> {
         let mut out = Vec::with_capacity(n);
-        for _ in 0..n {
+        for session in policy.pick_many(handle, n)? {
+            let fixed = StreamSessionPolicy::Fixed(session);
             out.push(
-                TcpStream::connect_socket_addr_with_session_policy(handle, addr, policy).await?,
+                TcpStream::connect_socket_addr_with_session_policy(handle, addr, fixed).await?,
             );
         }
         Ok(out)

@@ -97,6 +97,9 @@ pub(crate) struct Shared {
     pub(crate) blocking: BlockingPool,
     closing: AtomicBool,
     rr: CachePadded<AtomicUsize>,
+    /// The rotation of `StreamSessionPolicy::RoundRobin`, apart from task
+    /// placement's so that steering never skews how streams spread.
+    session_rr: CachePadded<AtomicUsize>,
 }
 
 impl Shared {
@@ -116,6 +119,7 @@ impl Shared {
             config,
             closing: AtomicBool::new(false),
             rr: CachePadded::new(AtomicUsize::new(0)),
+            session_rr: CachePadded::new(AtomicUsize::new(0)),
         }
     }
 
@@ -144,6 +148,13 @@ impl Shared {
     /// Next index of the runtime-wide rotation.
     pub(crate) fn next_rr(&self) -> usize {
         self.rr.fetch_add(1, Ordering::Relaxed) % self.shards.len()
+    }
+
+    /// The first of `n` consecutive turns of the stream-session rotation,
+    /// reserved together (a batch spreads evenly even while other threads
+    /// take turns too).
+    pub(crate) fn next_session_rr(&self, n: usize) -> usize {
+        self.session_rr.fetch_add(n, Ordering::Relaxed) % self.shards.len()
     }
 
     /// Live tasks across all shards.
