@@ -25,7 +25,7 @@
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::{fmt, io};
@@ -110,6 +110,8 @@ pub(crate) struct BufRing {
     held: AtomicUsize,
     /// A consumer waiting for a buffer to come back (the kernel ran out).
     waiter: Mutex<Option<Waker>>,
+    /// `waiter` is set: lets a recycle skip its lock in the common case.
+    waiting: AtomicBool,
 }
 
 impl fmt::Debug for BufRing {
@@ -176,6 +178,7 @@ impl BufRing {
             tail: Mutex::new(0),
             held: AtomicUsize::new(entries as usize),
             waiter: Mutex::new(None),
+            waiting: AtomicBool::new(false),
         };
         for bid in 0..entries {
             ring.recycle(bid);
@@ -200,13 +203,13 @@ impl BufRing {
     /// Buffers the kernel could use right now, counting every completion
     /// the consumer has seen.
     pub(crate) fn available(&self) -> usize {
-        usize::from(self.entries) - self.held.load(Ordering::Acquire)
+        usize::from(self.entries) - self.held.load(Ordering::SeqCst)
     }
 
     /// Records that a completion handed out buffer `bid`.
     pub(crate) fn take(&self, bid: u16) {
         debug_assert!(bid < self.entries);
-        self.held.fetch_add(1, Ordering::AcqRel);
+        self.held.fetch_add(1, Ordering::SeqCst);
     }
 
     /// The first `len` bytes of buffer `bid`.
@@ -231,11 +234,11 @@ impl BufRing {
             let mut tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
             let slot = usize::from(*tail & (self.entries - 1));
             let addr = memory.bufs.as_ptr() as u64 + u64::from(bid) * u64::from(self.buffer_len);
-            // SAFETY: `slot` is inside the ring allocation; it is not in the
-            // kernel's window (tail − head < entries while we hold `bid`,
-            // module docs), and only this mutex's holder writes
-            // descriptors. The `resv` field (descriptor 0's is the tail)
-            // is not written.
+            // The slot is outside the kernel's window (tail − head < entries
+            // while we hold `bid`, module docs); only this mutex's holder
+            // writes descriptors, and never `resv` (descriptor 0's is the
+            // tail).
+            // SAFETY: `slot` < entries: in bounds of the ring allocation.
             unsafe {
                 let desc = memory.ring.as_ptr().add(slot * DESC);
                 desc.cast::<u64>().write(addr);
@@ -247,10 +250,15 @@ impl BufRing {
             // (which loads the tail with acquire) can see the new tail.
             self.shared_tail().store(*tail, Ordering::Release);
         }
-        self.held.fetch_sub(1, Ordering::AcqRel);
-        let waiter = self.waiter.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(waker) = waiter {
-            waker.wake();
+        // SeqCst on `held` and `waiting`, here and in `wait_for_buffer` +
+        // `available`: either this recycle sees the waiter's flag, or the
+        // waiter's check sees this buffer back.
+        self.held.fetch_sub(1, Ordering::SeqCst);
+        if self.waiting.swap(false, Ordering::SeqCst) {
+            let waiter = self.waiter.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(waker) = waiter {
+                waker.wake();
+            }
         }
     }
 
@@ -274,6 +282,8 @@ impl BufRing {
             Some(w) if w.will_wake(waker) => {}
             _ => *waiter = Some(waker.clone()),
         }
+        // SeqCst: see `recycle`.
+        self.waiting.store(true, Ordering::SeqCst);
     }
 }
 
