@@ -83,6 +83,10 @@ counters! {
     steal_success,
     /// Tasks that panicked (the panic went to their `JoinHandle`).
     tasks_panicked,
+    /// Foreign code that panicked on this shard outside any task: wakers,
+    /// destructors of abandoned operations' resources. Each panic cost only
+    /// that value; the shard went on.
+    callbacks_panicked,
     /// Doorbells sent to parked shards.
     doorbells_sent,
     /// Wakeups that needed no doorbell because one was already on its way.

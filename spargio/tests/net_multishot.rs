@@ -140,6 +140,71 @@ fn dropping_incoming_closes_connections_accepted_but_not_taken() {
     });
 }
 
+/// A listener whose `incoming` nobody polls accepts nothing, and one whose
+/// reader stops polling accepts only up to a bound; the rest wait in the
+/// kernel's listen backlog, and every one of them is still accepted once
+/// the reader comes back.
+#[test]
+fn an_unread_incoming_accepts_only_up_to_its_bound() {
+    let _serial = serial();
+    common::on_runtime(|h| {
+        Box::pin(async move {
+            let listener = TcpListener::bind_socket_addr(&h, localhost()).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let mut incoming = listener.incoming().unwrap();
+            let base = open_fds();
+            let mut clients: Vec<_> = (0..100)
+                .map(|_| std::net::TcpStream::connect(addr).unwrap())
+                .collect();
+            h.sleep(std::time::Duration::from_millis(100)).await;
+            assert_eq!(
+                open_fds() - base - clients.len(),
+                0,
+                "accepted before the first poll"
+            );
+            // The reader takes them all (the burst that armed the accept
+            // took every one in the backlog, past the bound: the kernel's
+            // way), plus one more (so the accept is armed again), then
+            // stops reading while 300 more connections arrive one by one.
+            let mut taken = Vec::new();
+            while taken.len() < clients.len() {
+                taken.push(incoming.accept().await.unwrap());
+            }
+            clients.push(std::net::TcpStream::connect(addr).unwrap());
+            taken.push(incoming.accept().await.unwrap());
+            let more = std::thread::spawn(move || {
+                (0..300)
+                    .map(|_| {
+                        std::thread::sleep(std::time::Duration::from_micros(500));
+                        std::net::TcpStream::connect(addr).unwrap()
+                    })
+                    .collect::<Vec<_>>()
+            });
+            while !more.is_finished() {
+                h.sleep(std::time::Duration::from_millis(5)).await;
+            }
+            clients.extend(more.join().unwrap());
+            h.sleep(std::time::Duration::from_millis(100)).await;
+            let unread = open_fds() - base - clients.len() - taken.len();
+            // The bound is 64; a few more may land between the completion
+            // that reaches it and the cancel taking effect.
+            assert!(
+                (64..=80).contains(&unread),
+                "{unread} connections accepted while nobody read"
+            );
+            // Nothing is lost: all 400 come out, over as many re-arms as
+            // it takes.
+            while taken.len() < clients.len() {
+                taken.push(incoming.accept().await.unwrap());
+            }
+            drop(taken);
+            drop(incoming);
+            drop(clients);
+            wait_for_fds(&h, base).await;
+        })
+    });
+}
+
 #[test]
 fn incoming_with_an_invalid_fixed_shard_is_refused() {
     let _serial = serial();

@@ -228,6 +228,14 @@ impl BufRing {
 
     /// Gives buffer `bid` back to the kernel (from any thread).
     pub(crate) fn recycle(&self, bid: u16) {
+        if let Some(waker) = self.recycle_deferred(bid) {
+            waker.wake();
+        }
+    }
+
+    /// [`recycle`](Self::recycle), handing back the waiter's waker instead
+    /// of calling it (for callers holding a lock).
+    pub(crate) fn recycle_deferred(&self, bid: u16) -> Option<std::task::Waker> {
         debug_assert!(bid < self.entries);
         let memory = self.memory();
         {
@@ -255,11 +263,9 @@ impl BufRing {
         // waiter's check sees this buffer back.
         self.held.fetch_sub(1, Ordering::SeqCst);
         if self.waiting.swap(false, Ordering::SeqCst) {
-            let waiter = self.waiter.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(waker) = waiter {
-                waker.wake();
-            }
+            return self.waiter.lock().unwrap_or_else(|p| p.into_inner()).take();
         }
+        None
     }
 
     fn shared_tail(&self) -> &AtomicU16 {

@@ -24,6 +24,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
@@ -31,7 +32,9 @@ use std::task::{Context, Poll, Waker};
 use crossbeam_utils::CachePadded;
 use slab::Slab;
 
-use super::lifecycle::{Discard, Keepalive, Lifecycle, OnComplete, Outcome};
+use super::lifecycle::{
+    Discard, Keepalive, Lifecycle, OnComplete, Orphan, Outcome, MULTISHOT_QUEUE_LIMIT,
+};
 use crate::error::RuntimeError;
 
 const GEN_BITS: u32 = 24;
@@ -80,6 +83,9 @@ struct Shots {
     queue: VecDeque<Outcome>,
     /// The final completion is in (last in `queue`, or already read).
     ended: bool,
+    /// The queue reached its bound and a cancel was asked for: the
+    /// cancelled final completion is reported as `Outcome::Paused`.
+    paused: bool,
 }
 
 impl Entry {
@@ -96,7 +102,7 @@ impl Entry {
 fn is_last_shot(outcome: Outcome) -> bool {
     match outcome {
         Outcome::Kernel { flags, .. } => !io_uring::cqueue::more(flags),
-        Outcome::Shutdown => true,
+        Outcome::Shutdown | Outcome::Paused => true,
     }
 }
 
@@ -105,16 +111,24 @@ struct Inner {
     slots: Slab<Entry>,
     next_gen: u32,
     closed: bool,
+    /// Shutdown gave up on the kernel: resources of operations still in
+    /// the ring are leaked, never freed (see `leak_in_ring`).
+    leaked: bool,
 }
 
 /// Completions reaped in one batch, with the follow-up work to do outside
-/// every lock and borrow: wake these futures, drop these resources.
+/// every lock and borrow: wake these futures, reclaim these resources,
+/// cancel these operations.
 #[derive(Default)]
 pub(crate) struct Reaped {
     pub(crate) wakers: Vec<Waker>,
-    pub(crate) released: Vec<Keepalive>,
+    pub(crate) released: Vec<(Keepalive, Outcome)>,
+    /// Multishot operations whose unread queue reached its bound.
+    pub(crate) cancels: Vec<OpKey>,
     /// Final completions recorded.
     pub(crate) completed: u64,
+    /// Wakers and reclaims that panicked (each cost only itself).
+    pub(crate) panicked: u64,
 }
 
 impl std::fmt::Debug for Reaped {
@@ -127,18 +141,29 @@ impl std::fmt::Debug for Reaped {
 }
 
 impl Reaped {
-    /// Runs the follow-up work. Must be called with no lock or driver
-    /// borrow held.
+    /// Runs the follow-up work (but the cancels, which the caller pushes).
+    /// Must be called with no lock or driver borrow held. Each waker and
+    /// each reclaim is foreign code: a panic in one is caught and counted,
+    /// and the rest still run.
     pub(crate) fn settle(&mut self) {
         self.completed = 0;
         for waker in self.wakers.drain(..) {
-            waker.wake();
+            if catch_unwind(AssertUnwindSafe(|| waker.wake())).is_err() {
+                self.panicked += 1;
+            }
         }
-        self.released.clear();
+        for (keep, outcome) in self.released.drain(..) {
+            if catch_unwind(AssertUnwindSafe(|| keep.reclaim(outcome))).is_err() {
+                self.panicked += 1;
+            }
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.wakers.is_empty() && self.released.is_empty() && self.completed == 0
+        self.wakers.is_empty()
+            && self.released.is_empty()
+            && self.cancels.is_empty()
+            && self.completed == 0
     }
 }
 
@@ -158,6 +183,7 @@ impl Default for OpTable {
                 slots: Slab::new(),
                 next_gen: 0,
                 closed: false,
+                leaked: false,
             }),
             pending: CachePadded::new(AtomicUsize::new(0)),
         }
@@ -167,6 +193,43 @@ impl Default for OpTable {
 /// The error an operation gets when the runtime is gone.
 pub(crate) fn shutdown_error() -> io::Error {
     io::Error::other(RuntimeError::Shutdown)
+}
+
+/// The outcome an abandoned operation that never reached the kernel is
+/// reclaimed with.
+fn cancelled() -> Outcome {
+    Outcome::Kernel {
+        result: -libc::ECANCELED,
+        flags: 0,
+    }
+}
+
+/// Calls wakers collected under a lock, after it is released.
+fn wake_all(wakers: Vec<Waker>) {
+    for waker in wakers {
+        waker.wake();
+    }
+}
+
+/// What the owner does with a queued operation it drained from its inbox.
+pub(crate) enum MarkInRing {
+    /// Push its SQE.
+    Push,
+    /// Nothing (the table closed and failed it).
+    Skip,
+    /// Its future is gone: never push it; reclaim these resources with
+    /// this outcome instead.
+    Abandoned(Keepalive, Outcome),
+}
+
+/// Where an abandoned operation's resources went.
+pub(crate) enum Orphaned<R> {
+    /// Into the entry, until the final CQE (the caller asks for a cancel).
+    Kept,
+    /// Back: the operation completed with this outcome; reclaim them now.
+    Completed(R, Outcome),
+    /// Back: the entry is gone (the runtime shut down and failed it).
+    Gone(R),
 }
 
 impl OpTable {
@@ -221,16 +284,33 @@ impl OpTable {
             .filter(|e| e.gen == key.gen)
     }
 
-    /// Owner side: a queued operation is about to be pushed. False when it
-    /// no longer needs to be (the table closed and failed it).
-    pub(crate) fn mark_in_ring(&self, key: OpKey) -> bool {
+    /// Owner side: a queued operation is about to be pushed. Says whether
+    /// to push it; an operation whose future was dropped meanwhile is not
+    /// pushed at all but handed back, to be reclaimed as cancelled.
+    pub(crate) fn mark_in_ring(&self, key: OpKey) -> MarkInRing {
         let mut inner = self.lock();
-        match Self::entry(&mut inner, key) {
-            Some(e) if e.phase == Phase::Queued && e.is_live() => {
-                e.phase = Phase::InRing;
-                true
+        let Some(e) = Self::entry(&mut inner, key) else {
+            return MarkInRing::Skip;
+        };
+        if e.phase != Phase::Queued || !e.is_live() {
+            return MarkInRing::Skip;
+        }
+        match e.life {
+            Lifecycle::Orphaned(_) | Lifecycle::OrphanedMulti(_) => {
+                let entry = inner.slots.remove(key.slot as usize);
+                self.set_pending(&inner);
+                drop(inner);
+                let keep: Keepalive = match entry.life {
+                    Lifecycle::Orphaned(keep) => keep,
+                    Lifecycle::OrphanedMulti(sink) => Box::new(sink),
+                    _ => unreachable!("matched above"),
+                };
+                MarkInRing::Abandoned(keep, cancelled())
             }
-            _ => false,
+            _ => {
+                e.phase = Phase::InRing;
+                MarkInRing::Push
+            }
         }
     }
 
@@ -242,43 +322,54 @@ impl OpTable {
     }
 
     /// Future side: takes the outcome if it is in, else registers the waker.
+    /// An operation shutdown gave up on never completes (`leak_in_ring`).
     pub(crate) fn poll(&self, key: OpKey, cx: &mut Context<'_>) -> Poll<Outcome> {
         let mut inner = self.lock();
         let Some(entry) = Self::entry(&mut inner, key) else {
             debug_assert!(false, "polled an op that is not in the table");
             return Poll::Ready(Outcome::Shutdown);
         };
-        match &mut entry.life {
+        let old = match &mut entry.life {
             Lifecycle::Completed(outcome) => {
                 let outcome = *outcome;
                 inner.slots.remove(key.slot as usize);
                 self.set_pending(&inner);
-                Poll::Ready(outcome)
+                return Poll::Ready(outcome);
             }
-            Lifecycle::Waiting(waker) if waker.will_wake(cx.waker()) => Poll::Pending,
-            life => {
-                *life = Lifecycle::Waiting(cx.waker().clone());
-                Poll::Pending
-            }
-        }
+            Lifecycle::Waiting(waker) if waker.will_wake(cx.waker()) => return Poll::Pending,
+            life => std::mem::replace(life, Lifecycle::Waiting(cx.waker().clone())),
+        };
+        // The waker replaced is foreign code: dropped outside the lock.
+        drop(inner);
+        drop(old);
+        Poll::Pending
     }
 
-    /// Future side, on drop before the outcome was taken. Returns the
-    /// resources back when the operation has already completed (the caller
-    /// drops them); otherwise keeps them until the final CQE and returns
-    /// `None`: the caller then asks the owner to cancel the operation.
-    pub(crate) fn orphan<T: Send + 'static>(&self, key: OpKey, resources: T) -> Option<T> {
+    /// Future side, on drop before the outcome was taken: moves `resources`
+    /// into the entry until the final CQE, or hands them back with the
+    /// outcome when it is already in (the caller reclaims them at once).
+    pub(crate) fn orphan<R: Orphan>(&self, key: OpKey, resources: R) -> Orphaned<R> {
         let mut inner = self.lock();
+        let leaked = inner.leaked;
         let Some(entry) = Self::entry(&mut inner, key) else {
-            return Some(resources);
+            return Orphaned::Gone(resources);
         };
-        if let Lifecycle::Completed(_) = entry.life {
+        if let Lifecycle::Completed(outcome) = entry.life {
             inner.slots.remove(key.slot as usize);
             self.set_pending(&inner);
-            return Some(resources);
+            return Orphaned::Completed(resources, outcome);
         }
-        entry.life = Lifecycle::Orphaned(Box::new(resources));
-        None
+        if leaked {
+            // Shutdown gave up on this operation: the kernel may still use
+            // the memory after the ring is gone, so it is never freed.
+            drop(inner);
+            std::mem::forget(resources);
+            return Orphaned::Kept;
+        }
+        let old = std::mem::replace(&mut entry.life, Lifecycle::Orphaned(Box::new(resources)));
+        drop(inner);
+        drop(old);
+        Orphaned::Kept
     }
 
     /// Multishot future side: takes the next completion, else registers the
@@ -297,10 +388,12 @@ impl OpTable {
             }
             return Poll::Ready(outcome);
         }
-        match &mut entry.life {
-            Lifecycle::Waiting(waker) if waker.will_wake(cx.waker()) => {}
-            life => *life = Lifecycle::Waiting(cx.waker().clone()),
-        }
+        let old = match &mut entry.life {
+            Lifecycle::Waiting(waker) if waker.will_wake(cx.waker()) => return Poll::Pending,
+            life => std::mem::replace(life, Lifecycle::Waiting(cx.waker().clone())),
+        };
+        drop(inner);
+        drop(old);
         Poll::Pending
     }
 
@@ -314,23 +407,33 @@ impl OpTable {
         key: OpKey,
         mut sink: Box<dyn Discard>,
     ) -> Option<Box<dyn Discard>> {
+        let mut wake = Vec::new();
         let mut inner = self.lock();
+        let leaked = inner.leaked;
         let Some(entry) = Self::entry(&mut inner, key) else {
             return Some(sink);
         };
         let shots = entry.shots.as_mut().expect("a multishot entry");
         for outcome in shots.queue.drain(..) {
             if let Outcome::Kernel { result, flags } = outcome {
-                sink.discard(result, flags);
+                sink.discard(result, flags, &mut wake);
             }
         }
-        if shots.ended {
+        let result = if shots.ended {
             inner.slots.remove(key.slot as usize);
             self.set_pending(&inner);
-            return Some(sink);
-        }
-        entry.life = Lifecycle::OrphanedMulti(sink);
-        None
+            Some(sink)
+        } else if leaked {
+            std::mem::forget(sink);
+            None
+        } else {
+            let old = std::mem::replace(&mut entry.life, Lifecycle::OrphanedMulti(sink));
+            drop(inner);
+            drop(old);
+            None
+        };
+        wake_all(wake);
+        result
     }
 
     /// Reaper side: records final completions, collecting the follow-up.
@@ -351,11 +454,20 @@ impl OpTable {
     /// Returns true for an operation's final completion.
     fn complete_one(inner: &mut Inner, key: OpKey, outcome: Outcome, out: &mut Reaped) -> bool {
         let Some(entry) = Self::entry(inner, key) else {
-            debug_assert!(false, "completion for an op not in the table: {key:?}");
+            // A stale or forged completion (the slot was freed): nothing in
+            // the table belongs to it.
             return false;
         };
         if entry.shots.is_some() {
             return Self::complete_shot(inner, key, outcome, out);
+        }
+        if let Outcome::Kernel { flags, .. } = outcome {
+            if io_uring::cqueue::more(flags) {
+                // A single-shot entry never ends on a completion with
+                // `F_MORE` (a caller-built SQE that broke `submit_unsafe`'s
+                // contract): keep its memory until the last one.
+                return false;
+            }
         }
         let life = std::mem::replace(&mut entry.life, Lifecycle::Submitted);
         let (next, follow_up) = life.complete(outcome);
@@ -368,7 +480,7 @@ impl OpTable {
         match follow_up {
             OnComplete::Wake(waker) => out.wakers.push(waker),
             OnComplete::Stored => {}
-            OnComplete::Release(keep) => out.released.push(keep),
+            OnComplete::Release(keep) => out.released.push((keep, outcome)),
         }
         true
     }
@@ -378,20 +490,34 @@ impl OpTable {
         let last = is_last_shot(outcome);
         if let Lifecycle::OrphanedMulti(sink) = &mut entry.life {
             if let Outcome::Kernel { result, flags } = outcome {
-                sink.discard(result, flags);
+                sink.discard(result, flags, &mut out.wakers);
             }
             if last {
                 let entry = inner.slots.remove(key.slot as usize);
                 if let Lifecycle::OrphanedMulti(sink) = entry.life {
-                    out.released.push(Box::new(sink));
+                    out.released.push((Box::new(sink), outcome));
                 }
             }
             return last;
         }
         let shots = entry.shots.as_mut().expect("checked by the caller");
         debug_assert!(!shots.ended, "a completion after the final one");
+        let outcome = match outcome {
+            Outcome::Kernel { result, .. }
+                if last && shots.paused && result == -libc::ECANCELED =>
+            {
+                Outcome::Paused
+            }
+            other => other,
+        };
         shots.queue.push_back(outcome);
         shots.ended |= last;
+        if !last && !shots.paused && shots.queue.len() >= MULTISHOT_QUEUE_LIMIT {
+            // Nobody reads: stop the kernel from producing more (module
+            // docs of `lifecycle.rs`); the reader re-arms on demand.
+            shots.paused = true;
+            out.cancels.push(key);
+        }
         if let Lifecycle::Waiting(waker) = std::mem::replace(&mut entry.life, Lifecycle::Submitted)
         {
             out.wakers.push(waker);
@@ -418,6 +544,8 @@ impl OpTable {
             }
         }
         for key in queued {
+            // Never reached the kernel: nothing of it is lent any more.
+            super::audit::reaped(super::UserData::new(super::Tag::Op, key.to_payload()).raw());
             Self::complete_one(&mut inner, key, Outcome::Shutdown, out);
         }
         self.set_pending(&inner);
@@ -440,9 +568,13 @@ impl OpTable {
 
     /// Last resort at shutdown, when the kernel would not finish some
     /// operations in time: their resources are leaked, never freed while
-    /// the kernel may still use them.
+    /// the kernel may still use them. So are those of futures orphaned
+    /// later; a future still waiting on such an operation never completes
+    /// (its result cannot be had, and returning its buffer would be
+    /// unsound).
     pub(crate) fn leak_in_ring(&self) {
         let mut inner = self.lock();
+        inner.leaked = true;
         for (_, entry) in inner.slots.iter_mut() {
             match std::mem::replace(&mut entry.life, Lifecycle::Submitted) {
                 Lifecycle::Orphaned(keep) => std::mem::forget(keep),
@@ -497,19 +629,124 @@ mod tests {
         assert_eq!(table.pending(), 0);
     }
 
+    /// Resources that record the outcome they were reclaimed with.
+    struct Res(Arc<Mutex<Vec<Outcome>>>);
+    impl Orphan for Res {
+        fn reclaim(self: Box<Self>, outcome: Outcome) {
+            self.0.lock().unwrap().push(outcome);
+        }
+    }
+
     #[test]
-    fn orphan_keeps_resources_until_the_cqe() {
+    fn orphan_keeps_resources_until_the_cqe_then_reclaims_with_it() {
         let table = OpTable::default();
         let key = table.insert(Phase::InRing).unwrap();
-        let res = Arc::new(());
-        assert!(table.orphan(key, res.clone()).is_none());
-        assert_eq!(Arc::strong_count(&res), 2, "kept by the table");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        assert!(matches!(
+            table.orphan(key, Res(log.clone())),
+            Orphaned::Kept
+        ));
+        assert_eq!(Arc::strong_count(&log), 2, "kept by the table");
         let mut out = Reaped::default();
-        table.complete_batch([(key, kernel(0))], &mut out);
+        table.complete_batch([(key, kernel(9))], &mut out);
         assert_eq!(out.released.len(), 1);
         out.settle();
-        assert_eq!(Arc::strong_count(&res), 1);
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec![kernel(9)],
+            "reclaimed with the CQE"
+        );
+        assert_eq!(Arc::strong_count(&log), 1);
         assert_eq!(table.pending(), 0);
+    }
+
+    #[test]
+    fn orphan_after_completion_hands_the_outcome_back() {
+        let table = OpTable::default();
+        let key = table.insert(Phase::InRing).unwrap();
+        let mut out = Reaped::default();
+        table.complete_batch([(key, kernel(5))], &mut out);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        match table.orphan(key, Res(log)) {
+            Orphaned::Completed(_, outcome) => assert_eq!(outcome, kernel(5)),
+            _ => panic!("the outcome must come back with the resources"),
+        }
+        assert_eq!(table.pending(), 0);
+    }
+
+    #[test]
+    fn a_queued_op_orphaned_before_its_push_is_never_pushed() {
+        let table = OpTable::default();
+        let key = table.insert(Phase::Queued).unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        assert!(matches!(
+            table.orphan(key, Res(log.clone())),
+            Orphaned::Kept
+        ));
+        // The owner sees no cancel to push: it is not in the ring yet.
+        assert!(!table.wants_cancel(key));
+        match table.mark_in_ring(key) {
+            MarkInRing::Abandoned(keep, outcome) => keep.reclaim(outcome),
+            _ => panic!("an orphaned queued op must not be pushed"),
+        }
+        assert_eq!(*log.lock().unwrap(), vec![kernel(-libc::ECANCELED)]);
+        assert_eq!(table.pending(), 0);
+    }
+
+    #[test]
+    fn a_single_shot_entry_outlives_completions_with_more() {
+        let table = OpTable::default();
+        let key = table.insert(Phase::InRing).unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        assert!(matches!(
+            table.orphan(key, Res(log.clone())),
+            Orphaned::Kept
+        ));
+        let mut out = Reaped::default();
+        table.complete_batch([(key, shot(1)), (key, shot(2))], &mut out);
+        assert!(out.released.is_empty(), "memory kept while F_MORE");
+        table.complete_batch([(key, kernel(3))], &mut out);
+        out.settle();
+        assert_eq!(*log.lock().unwrap(), vec![kernel(3)]);
+    }
+
+    #[test]
+    fn stale_completions_are_ignored() {
+        let table = OpTable::default();
+        let mut out = Reaped::default();
+        table.complete_batch([(OpKey { slot: 7, gen: 3 }, kernel(1))], &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_panicking_waker_or_reclaim_costs_only_itself() {
+        struct Boom;
+        impl Wake for Boom {
+            fn wake(self: Arc<Self>) {
+                panic!("waker boom");
+            }
+        }
+        struct BoomRes;
+        impl Orphan for BoomRes {
+            fn reclaim(self: Box<Self>, _: Outcome) {
+                panic!("reclaim boom");
+            }
+        }
+        let table = OpTable::default();
+        let a = table.insert(Phase::InRing).unwrap();
+        let b = table.insert(Phase::InRing).unwrap();
+        let c = table.insert(Phase::InRing).unwrap();
+        let boom = Waker::from(Arc::new(Boom));
+        assert!(table.poll(a, &mut Context::from_waker(&boom)).is_pending());
+        assert!(matches!(table.orphan(b, BoomRes), Orphaned::Kept));
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        assert!(table.poll(c, &mut Context::from_waker(&waker)).is_pending());
+        let mut out = Reaped::default();
+        table.complete_batch([(a, kernel(0)), (b, kernel(0)), (c, kernel(0))], &mut out);
+        out.settle();
+        assert_eq!(out.panicked, 2);
+        assert!(flag.0.load(Ordering::SeqCst), "the healthy waker still ran");
     }
 
     #[test]
@@ -541,7 +778,7 @@ mod tests {
     #[derive(Clone, Default)]
     struct Sink(Arc<Mutex<Vec<i32>>>);
     impl Discard for Sink {
-        fn discard(&mut self, result: i32, _flags: u32) {
+        fn discard(&mut self, result: i32, _flags: u32, _wake: &mut Vec<Waker>) {
             self.0.lock().unwrap().push(result);
         }
     }
@@ -587,6 +824,26 @@ mod tests {
     }
 
     #[test]
+    fn an_unread_multishot_is_paused_at_its_bound() {
+        let table = OpTable::default();
+        let key = table.insert_multi(Phase::InRing).unwrap();
+        let mut out = Reaped::default();
+        let shots: Vec<_> = (0..MULTISHOT_QUEUE_LIMIT as i32 + 5)
+            .map(|i| (key, shot(i)))
+            .collect();
+        table.complete_batch(shots, &mut out);
+        assert_eq!(out.cancels, vec![key], "one cancel at the bound");
+        table.complete_batch([(key, kernel(-libc::ECANCELED))], &mut out);
+        let waker = Waker::from(Arc::new(Flag(AtomicBool::new(false))));
+        let mut cx = Context::from_waker(&waker);
+        for i in 0..MULTISHOT_QUEUE_LIMIT as i32 + 5 {
+            assert_eq!(table.poll_shot(key, &mut cx), Poll::Ready(shot(i)));
+        }
+        assert_eq!(table.poll_shot(key, &mut cx), Poll::Ready(Outcome::Paused));
+        assert_eq!(table.pending(), 0);
+    }
+
+    #[test]
     fn orphaning_an_ended_multishot_hands_the_hook_back() {
         let table = OpTable::default();
         let key = table.insert_multi(Phase::InRing).unwrap();
@@ -620,7 +877,7 @@ mod tests {
         let in_ring = table.insert(Phase::InRing).unwrap();
         let mut out = Reaped::default();
         assert_eq!(table.close(&mut out), vec![in_ring]);
-        assert!(!table.mark_in_ring(queued));
+        assert!(matches!(table.mark_in_ring(queued), MarkInRing::Skip));
         let waker = Waker::from(Arc::new(Flag(AtomicBool::new(false))));
         let mut cx = Context::from_waker(&waker);
         assert_eq!(table.poll(queued, &mut cx), Poll::Ready(Outcome::Shutdown));

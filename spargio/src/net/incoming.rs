@@ -1,11 +1,19 @@
 //! Multishot accept: one `IORING_OP_ACCEPT` that keeps accepting.
 //!
-//! The operation is armed on the listener's accept ring when the stream is
-//! created, so connections are accepted (into the op table's queue) even
-//! before the first poll. Each accepted fd becomes a stream whose session
+//! The operation is armed on the listener's accept ring at the first poll,
+//! not before: a stream nobody polls accepts nothing, and connections wait
+//! in the listen backlog. Each accepted fd becomes a stream whose session
 //! shard the stream's policy picks at that moment. The kernel may end the
 //! multishot operation (an error such as `EMFILE`, a full CQ); the error, if
-//! any, is yielded and the next poll arms it again. Dropping the stream
+//! any, is yielded and the next poll arms it again.
+//!
+//! Bounded: once the reader stops polling, at most
+//! `MULTISHOT_QUEUE_LIMIT` (64) accepted connections queue unread before the
+//! runtime cancels the operation; the next poll re-arms it. One caveat the
+//! kernel imposes: a single wakeup of the multishot accept takes every
+//! connection already complete in the backlog at that moment, so a burst
+//! that arrived all at once can overshoot the bound by up to the listen
+//! backlog (1024), never more. Dropping the stream
 //! cancels the operation, and connections accepted but not yet yielded are
 //! closed (the peer sees a reset or EOF), never leaked.
 
@@ -38,11 +46,7 @@ impl IncomingCore {
         if let StreamSessionPolicy::Fixed(_) = policy {
             policy.pick(handle)?; // reject a bad shard up front
         }
-        let op = MultiOp::submit(
-            &handle.shared,
-            Lane::Shard(ring),
-            AcceptMulti { fd: fd.clone() },
-        );
+        let op = MultiOp::unarmed(&handle.shared, AcceptMulti { fd: fd.clone() });
         Ok(IncomingCore {
             op,
             ring,

@@ -89,7 +89,7 @@ unsafe impl super::MultishotKind for AcceptMulti {
 }
 
 impl crate::driver::lifecycle::Discard for AcceptMulti {
-    fn discard(&mut self, result: i32, _flags: u32) {
+    fn discard(&mut self, result: i32, _flags: u32, _wake: &mut Vec<std::task::Waker>) {
         if result >= 0 {
             // SAFETY: an accepted fd nobody will read about: we are its only
             // owner.

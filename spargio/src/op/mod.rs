@@ -59,6 +59,8 @@ use std::task::{Context, Poll};
 
 use io_uring::squeue;
 
+use crate::driver::lifecycle::Orphan;
+use crate::driver::ops_table::Orphaned;
 use crate::driver::{OpKey, Outcome, Phase};
 use crate::runtime::context;
 use crate::scheduler::{choose_op_lane, Shared};
@@ -89,6 +91,8 @@ impl Completion {
                 ran: true,
             },
             Outcome::Shutdown => Completion::failed(crate::driver::ops_table::shutdown_error()),
+            // Only multishot entries are paused, and `MultiOp` handles it.
+            Outcome::Paused => Completion::failed(io::Error::from_raw_os_error(libc::ECANCELED)),
         }
     }
 
@@ -195,13 +199,16 @@ unsafe fn start(
     let local = current == Some(shard);
     let phase = if local { Phase::InRing } else { Phase::Queued };
     let ops = &shared.shards[shard].ops;
+    // Built before the entry exists: `build` may be caller code, and if it
+    // panics there is no entry to leave behind.
+    let sqe = build();
     let key = if multishot {
         ops.insert_multi(phase)?
     } else {
         ops.insert(phase)?
     };
     // SAFETY: forwarded from this function's contract.
-    unsafe { shared.submit_op(shard, key, build(), local) };
+    unsafe { shared.submit_op(shard, key, sqe, local) };
     Ok((shard, key))
 }
 
@@ -267,11 +274,31 @@ impl<K: OpKind> Drop for Op<K> {
             }
             State::Done => return,
         };
-        match self.shared.shards[shard].ops.orphan(key, kind) {
-            // Completed already: the kernel is done with the resources.
-            Some(kind) => drop(kind),
+        match self.shared.shards[shard].ops.orphan(key, Abandoned(kind)) {
             // Kept until the final CQE; ask for it to come soon.
-            None => self.shared.cancel_op(shard, key),
+            Orphaned::Kept => self.shared.cancel_op(shard, key),
+            // Completed already: finish it now, so what it produced (an
+            // fd, a socket) is given back.
+            Orphaned::Completed(kind, outcome) => reclaim(Box::new(kind), outcome),
+            Orphaned::Gone(kind) => {
+                reclaim(Box::new(kind), Outcome::Shutdown);
+            }
         }
     }
+}
+
+/// An operation whose future is gone (`driver/lifecycle.rs`, "Reclaiming
+/// what an abandoned operation produced").
+struct Abandoned<K>(K);
+
+impl<K: OpKind> Orphan for Abandoned<K> {
+    fn reclaim(self: Box<Self>, outcome: Outcome) {
+        drop(self.0.complete(Completion::from_outcome(outcome)));
+    }
+}
+
+/// Reclaims on the dropping thread; a panic in the operation's own
+/// completion or its output's destructor costs only that value.
+fn reclaim(keep: Box<dyn Orphan>, outcome: Outcome) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| keep.reclaim(outcome)));
 }

@@ -79,6 +79,17 @@ impl<K: MultishotKind> MultiOp<K> {
         op
     }
 
+    /// A multishot operation not armed yet: the first
+    /// [`poll_next`](Self::poll_next) yields `None`, and the owner arms it
+    /// with [`rearm`](Self::rearm) when it wants completions.
+    pub(crate) fn unarmed(shared: &Arc<Shared>, kind: K) -> MultiOp<K> {
+        MultiOp {
+            shared: shared.clone(),
+            state: State::Ended,
+            kind: Some(kind),
+        }
+    }
+
     /// Submits the operation again after its last completion. No-op while
     /// it is still in flight.
     pub(crate) fn rearm(&mut self, lane: Lane) {
@@ -108,6 +119,9 @@ impl<K: MultishotKind> MultiOp<K> {
         match std::mem::replace(&mut self.state, State::Ended) {
             State::InFlight { shard, key } => {
                 match self.shared.shards[shard].ops.poll_shot(key, cx) {
+                    // The runtime stopped it at its queue bound: it ended
+                    // without an error; the owner re-arms for more.
+                    Poll::Ready(crate::driver::Outcome::Paused) => Poll::Ready(None),
                     Poll::Ready(outcome) => {
                         let done = Completion::from_outcome(outcome);
                         if done.ran && io_uring::cqueue::more(done.flags) {

@@ -26,10 +26,10 @@ unsafe impl MultishotKind for RecvMulti {
 }
 
 impl Discard for RecvMulti {
-    fn discard(&mut self, _result: i32, flags: u32) {
+    fn discard(&mut self, _result: i32, flags: u32, wake: &mut Vec<std::task::Waker>) {
         if let Some(bid) = io_uring::cqueue::buffer_select(flags) {
             self.pool.take(bid);
-            self.pool.recycle(bid);
+            wake.extend(self.pool.recycle_deferred(bid));
         }
     }
 }

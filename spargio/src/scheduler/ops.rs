@@ -27,6 +27,7 @@ use io_uring::{opcode, squeue};
 
 use super::worker::Worker;
 use super::Shared;
+use crate::driver::ops_table::MarkInRing;
 use crate::driver::{OpKey, Tag, UserData};
 use crate::stats::Counters;
 use crate::task::ShardId;
@@ -94,11 +95,21 @@ impl Worker {
 
     /// An operation another thread submitted to this ring.
     pub(super) fn push_remote_op(&self, key: OpKey, sqe: squeue::Entry) {
-        if self.me().ops.mark_in_ring(key) {
+        match self.me().ops.mark_in_ring(key) {
             // SAFETY: the entry was inserted `Queued` by the submitter, which
             // built `sqe` from resources the op table now keeps alive until
             // the final CQE (the entry exists, so no CQE has come yet).
-            unsafe { self.push_sqe(sqe) };
+            MarkInRing::Push => unsafe { self.push_sqe(sqe) },
+            MarkInRing::Skip => {}
+            // Dropped before it reached the ring (perhaps on this very
+            // shard, whose cancel then found nothing to cancel): it never
+            // runs; what it holds is reclaimed as cancelled.
+            MarkInRing::Abandoned(keep, outcome) => {
+                crate::driver::audit::reaped(UserData::new(Tag::Op, key.to_payload()).raw());
+                Counters::bump_local(&self.counters().native_ops_cancelled);
+                let mut reaped = self.reaped.borrow_mut();
+                reaped.released.push((keep, outcome));
+            }
         }
     }
 
@@ -116,7 +127,15 @@ impl Worker {
         let mut reaped = std::mem::take(&mut *self.reaped.borrow_mut());
         if !reaped.is_empty() {
             Counters::add_local(&self.counters().native_ops_completed, reaped.completed);
+            for key in reaped.cancels.drain(..) {
+                // SAFETY: an ASYNC_CANCEL carries no pointers.
+                unsafe { self.push_sqe(cancel_entry(key)) };
+            }
             reaped.settle();
+            if reaped.panicked > 0 {
+                Counters::add_local(&self.counters().callbacks_panicked, reaped.panicked);
+                reaped.panicked = 0;
+            }
         }
         // Hand the (empty) vectors back to keep their capacity.
         *self.reaped.borrow_mut() = reaped;
