@@ -85,6 +85,7 @@ pub use spargio_macros::{main, test};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::driver::audit;
+    pub use crate::driver::faults;
     pub use crate::runtime::block_on;
 }
 pub use messaging::{Event, NextEvent, RemoteShard, RingMsg, SendTicket, ShardCtx};

@@ -28,6 +28,7 @@
 //! and reaps it when the driver is dropped, before the buffer is freed.
 
 pub mod audit;
+pub mod faults;
 pub(crate) mod lifecycle;
 pub(crate) mod ops_table;
 mod ring;
@@ -48,6 +49,10 @@ use std::time::Duration;
 use io_uring::{opcode, squeue, types};
 
 use crate::task::ShardId;
+
+/// How long a shard parks at most while its eventfd read cannot be
+/// re-armed (the submission queue is full).
+const REARM_RETRY: Duration = Duration::from_millis(1);
 
 /// One shard's ring plus the internal operations kept on it.
 pub(crate) struct Driver {
@@ -174,11 +179,16 @@ impl Driver {
     /// reaps. Returns the number of CQEs reaped.
     pub(crate) fn park(
         &mut self,
-        timeout: Option<Duration>,
+        mut timeout: Option<Duration>,
         ops: &OpTable,
         out: &mut Reaped,
     ) -> io::Result<usize> {
         self.flush_backlog();
+        if !self.eventfd_armed && self.arm_eventfd().is_err() {
+            // No room to re-arm the eventfd read, so an outside thread's
+            // doorbell could not wake us: nap briefly instead of blocking.
+            timeout = Some(timeout.map_or(REARM_RETRY, |t| t.min(REARM_RETRY)));
+        }
         self.ring.wait(timeout)?;
         self.reap(ops, out)
     }
@@ -197,13 +207,8 @@ impl Driver {
                         Outcome::Kernel { result: res, flags },
                     ));
                 }
-                Some(Tag::Detached) => {}
-                Some(Tag::Doorbell) => {}
-                Some(Tag::DoorbellSend) => {
-                    if res < 0 {
-                        failed.push(ud.payload() as ShardId);
-                    }
-                }
+                Some(Tag::DoorbellSend) if res < 0 => failed.push(ud.payload() as ShardId),
+                Some(Tag::Detached | Tag::Doorbell | Tag::DoorbellSend) => {}
                 Some(Tag::EventfdRead) => rearm = true,
                 // Not ours (a `user_data` no runtime SQE carries): nothing
                 // in the runtime belongs to it, so it is dropped.
@@ -215,7 +220,9 @@ impl Driver {
         }
         if rearm {
             self.eventfd_armed = false;
-            self.arm_eventfd()?;
+            // A full submission queue is no reason to fail the reap: the
+            // read is re-armed before the shard next parks (`park`).
+            let _ = self.arm_eventfd();
         }
         Ok(n)
     }

@@ -139,6 +139,10 @@ impl Ring {
     /// conflicts with the kernel's use, until the entry's final CQE is reaped.
     pub(crate) unsafe fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
         for _ in 0..2 {
+            if super::faults::push_refused() {
+                self.submit()?;
+                continue;
+            }
             // SAFETY: the caller upholds the lifetime contract of every address
             // in `entry` (this function's own contract).
             if unsafe { self.uring.submission().push(entry) }.is_ok() {
@@ -169,12 +173,19 @@ impl Ring {
     pub(crate) fn submit(&mut self) -> io::Result<usize> {
         let to_submit = self.unsubmitted() as u32;
         loop {
-            // SAFETY: a plain io_uring_enter on our own ring with no argument
-            // struct; GETEVENTS with min_complete = 0 does not block.
-            let res = unsafe {
-                self.uring
-                    .submitter()
-                    .enter::<libc::sigset_t>(to_submit, 0, ENTER_GETEVENTS, None)
+            let res = match super::faults::enter() {
+                Err(injected) => Err(injected),
+                // SAFETY: a plain io_uring_enter on our own ring with no
+                // argument struct; GETEVENTS with min_complete = 0 does not
+                // block.
+                Ok(()) => unsafe {
+                    self.uring.submitter().enter::<libc::sigset_t>(
+                        to_submit,
+                        0,
+                        ENTER_GETEVENTS,
+                        None,
+                    )
+                },
             };
             match res {
                 Ok(n) => return Ok(n),
@@ -182,7 +193,10 @@ impl Ring {
                     Some(libc::EINTR) => continue,
                     // CQ overflow backlog or no memory for requests right now:
                     // the caller reaps, then submits again.
-                    Some(libc::EBUSY) | Some(libc::EAGAIN) => return Ok(0),
+                    // Transient: the kernel is short of resources or its
+                    // completion queue overflowed; the SQEs stay queued
+                    // and go with the next enter.
+                    Some(libc::EBUSY) | Some(libc::EAGAIN) | Some(libc::ENOMEM) => return Ok(0),
                     _ => return Err(err),
                 },
             }
@@ -192,6 +206,12 @@ impl Ring {
     /// Submits and blocks until at least one CQE is ready or `timeout`
     /// passes. Interrupts and timeouts are not errors.
     pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if let Err(err) = super::faults::enter() {
+            return match err.raw_os_error() {
+                Some(libc::EBUSY) | Some(libc::EAGAIN) | Some(libc::ENOMEM) => Ok(()),
+                _ => Err(err),
+            };
+        }
         let res = match timeout {
             Some(timeout) => {
                 let ts = types::Timespec::from(timeout);
@@ -203,9 +223,8 @@ impl Ring {
         match res {
             Ok(_) => Ok(()),
             Err(err) => match err.raw_os_error() {
-                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN) => {
-                    Ok(())
-                }
+                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)
+                | Some(libc::ENOMEM) => Ok(()),
                 _ => Err(err),
             },
         }

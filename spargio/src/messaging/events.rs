@@ -97,7 +97,7 @@ impl Worker {
         }
         let mut waiters = std::mem::take(&mut self.events.borrow_mut().waiters);
         for waker in waiters.drain(..) {
-            waker.wake();
+            self.wake_foreign(waker);
         }
         // Keep the allocation for the next round of waiters.
         let mut st = self.events.borrow_mut();

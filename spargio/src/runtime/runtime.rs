@@ -80,9 +80,9 @@ impl Drop for Runtime {
 
 /// Builds the shared state and the rings (on this thread, disabled, so
 /// every setup error is reported here), then starts one thread per shard.
-/// Each thread enables its own ring, becoming its single issuer; `build`
-/// does not wait for that. Work submitted meanwhile waits in the shard's
-/// queues, which the shard polls before it ever sleeps.
+/// Each thread enables its own ring, becoming its single issuer, and
+/// reports back; `build` returns once every shard has, so a ring that
+/// cannot be enabled is an error from `build`, not a dead shard later.
 pub(crate) fn start(config: Config) -> Result<Runtime, RuntimeError> {
     let n = config.shards;
     let mut deques = Vec::with_capacity(n);
@@ -107,20 +107,32 @@ pub(crate) fn start(config: Config) -> Result<Runtime, RuntimeError> {
         Vec::new()
     };
     let shared = Arc::new(Shared::new(shards, config));
+    let started = Arc::new(StartReport::default());
     let mut threads = Vec::with_capacity(n);
     for (id, (deque, ring)) in deques.into_iter().zip(rings).enumerate() {
         let shared_t = shared.clone();
+        let started_t = started.clone();
         let cpu = (!cpus.is_empty()).then(|| cpus[id % cpus.len()]);
         let name = format!("{}-{id}", shared.config.thread_name);
         let spawned = thread::Builder::new().name(name).spawn(move || {
             if let Some(cpu) = cpu {
                 pin_to_cpu(cpu);
             }
-            let driver = ring
-                .enable()
-                .and_then(|()| Driver::new(ring, shared_t.shards[id].eventfd.raw()))
-                .unwrap_or_else(|err| panic!("spargio shard {id}: ring start failed: {err}"));
-            Worker::new(shared_t, id, deque, driver).run();
+            let driver = crate::driver::faults::ring_enable()
+                .and_then(|()| ring.enable())
+                .and_then(|()| Driver::new(ring, shared_t.shards[id].eventfd.raw()));
+            match driver {
+                Ok(driver) => {
+                    started_t.report(id, None);
+                    Worker::new(shared_t, id, deque, driver).run();
+                }
+                Err(err) => {
+                    // No task can be homed here yet: `build` has not
+                    // returned. It sees the error and stops the others.
+                    started_t.report(id, Some(err));
+                    shared_t.exit.arrive();
+                }
+            }
         });
         match spawned {
             Ok(t) => threads.push(t),
@@ -138,10 +150,47 @@ pub(crate) fn start(config: Config) -> Result<Runtime, RuntimeError> {
             }
         }
     }
+    if let Some((id, source)) = started.wait(n) {
+        shared.begin_shutdown();
+        for t in threads {
+            let _ = t.join();
+        }
+        return Err(RuntimeError::IoUringUnavailable {
+            reason: format!("shard {id} could not enable its ring"),
+            source,
+        });
+    }
     Ok(Runtime {
         handle: RuntimeHandle { shared },
         threads: Mutex::new(threads),
     })
+}
+
+/// Shard threads report whether their ring started.
+#[derive(Default)]
+struct StartReport {
+    state: Mutex<(usize, Option<(usize, std::io::Error)>)>,
+    cond: std::sync::Condvar,
+}
+
+impl StartReport {
+    fn report(&self, shard: usize, err: Option<std::io::Error>) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.0 += 1;
+        if let Some(err) = err {
+            state.1.get_or_insert((shard, err));
+        }
+        self.cond.notify_all();
+    }
+
+    /// Waits for `n` reports; the first failure, if any.
+    fn wait(&self, n: usize) -> Option<(usize, std::io::Error)> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while state.0 < n {
+            state = self.cond.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        state.1.take()
+    }
 }
 
 /// CPUs this process may run on, in order.

@@ -59,6 +59,41 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// Shutdown when the ring itself failed (`Worker::run`): the same
+    /// steps, napping on the thread instead of in the ring, and leaking
+    /// (never freeing) what operations still in the ring hold.
+    pub(super) fn shutdown_without_ring(&self) {
+        for waker in self.me().registry.close() {
+            let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
+        }
+        let mut doomed = Vec::new();
+        loop {
+            self.queue.take_all(&self.me().lifo, &mut doomed);
+            while let Some(r) = self.me().inject.steal().success() {
+                doomed.push(r);
+            }
+            self.drain_inbox_for_shutdown(&mut doomed);
+            let dropped_any = !doomed.is_empty();
+            for r in doomed.drain(..) {
+                let _ = catch_unwind(AssertUnwindSafe(|| drop(r)));
+            }
+            if !dropped_any && self.shared.live_tasks() == 0 {
+                break;
+            }
+            if !dropped_any {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        let ops = &self.me().ops;
+        let mut reaped = crate::driver::Reaped::default();
+        ops.close(&mut reaped);
+        ops.leak_in_ring();
+        reaped.settle();
+        self.shared.exit.arrive();
+    }
+}
+
 /// Counts shards out; lets `Runtime::shutdown` (async) wait for all of
 /// them without blocking its executor. (`Drop` simply joins the threads.)
 #[derive(Debug)]
@@ -96,7 +131,9 @@ impl ExitLatch {
             std::mem::take(&mut state.waiters)
         };
         for waker in waiters {
-            waker.wake();
+            // The waiters are `Runtime::shutdown` futures on any executor:
+            // a panicking waker must not stop the shard from exiting.
+            let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
         }
     }
 

@@ -106,17 +106,35 @@ impl Worker {
     }
 
     /// Runs the shard until shutdown, then drains it.
+    ///
+    /// Fail-stop: task polls and foreign callbacks are caught where they
+    /// run, so a panic reaching this far is the runtime's own (a ring the
+    /// kernel stopped accepting). The shard cannot go on, and a runtime
+    /// with a dead shard would strand the tasks homed there, so it shuts
+    /// the whole runtime down: every task is dropped (their `JoinHandle`s
+    /// report cancellation) and `Runtime::drop` returns instead of hanging.
     pub(crate) fn run(&self) {
         let _enter = context::enter(self);
-        while !self.shared.is_closing() {
-            self.maintenance();
-            let ran = self.run_batch();
-            self.flush_doorbells();
-            if ran == 0 && self.queue.is_empty(&self.me().lifo) && !self.steal_work() {
-                self.idle();
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            while !self.shared.is_closing() {
+                self.maintenance();
+                let ran = self.run_batch();
+                self.flush_doorbells();
+                if ran == 0 && self.queue.is_empty(&self.me().lifo) && !self.steal_work() {
+                    self.idle();
+                }
             }
+        }));
+        if ran.is_err() {
+            eprintln!(
+                "spargio shard {}: the shard loop panicked; shutting the runtime down",
+                self.id
+            );
+            self.shared.begin_shutdown();
         }
-        self.shutdown();
+        if catch_unwind(AssertUnwindSafe(|| self.shutdown())).is_err() {
+            self.shutdown_without_ring();
+        }
     }
 
     /// Steps 1 and 2: inbox, completions, timers, message waiters.
@@ -137,9 +155,17 @@ impl Worker {
         let mut fired = std::mem::take(&mut *self.fired.borrow_mut());
         timers.fire_due(self.shared.clock.now_tick(), &mut fired);
         for waker in fired.drain(..) {
-            waker.wake();
+            self.wake_foreign(waker);
         }
         *self.fired.borrow_mut() = fired;
+    }
+
+    /// Calls a waker the shard did not create (a timer's, an event
+    /// waiter's): a panic in it costs that wake only, never the shard.
+    pub(crate) fn wake_foreign(&self, waker: std::task::Waker) {
+        if catch_unwind(AssertUnwindSafe(|| waker.wake())).is_err() {
+            Counters::bump_local(&self.counters().callbacks_panicked);
+        }
     }
 
     fn timer_due(&self) -> bool {

@@ -1,0 +1,90 @@
+//! Test-only fault injection (reached through `spargio::__private`).
+//!
+//! Tests use it to make the kernel interface fail the ways it can fail in
+//! production (rarely, so untested otherwise): a ring that will not
+//! enable, `io_uring_enter` returning `EAGAIN`/`EBUSY`/`ENOMEM`, a
+//! submission queue with no room. Each fault is armed for a number of
+//! occurrences, process-wide; tests that use it run in their own test
+//! binary, one at a time.
+//!
+//! Disarmed (always, outside such tests), each hook costs one relaxed load.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+
+static ARMED: AtomicBool = AtomicBool::new(false);
+static ENABLE_FAILS: AtomicU32 = AtomicU32::new(0);
+static ENTER_FAILS: AtomicU32 = AtomicU32::new(0);
+static ENTER_ERRNO: AtomicI32 = AtomicI32::new(0);
+static PUSH_REFUSALS: AtomicU32 = AtomicU32::new(0);
+
+fn arm() {
+    // Relaxed: a flag that only gates the counters below; each counter is
+    // read with its own atomic operation.
+    ARMED.store(true, Ordering::Relaxed);
+}
+
+/// The next `n` shard starts fail to enable their ring (`EBUSY`).
+pub fn fail_ring_enables(n: u32) {
+    ENABLE_FAILS.store(n, Ordering::SeqCst);
+    arm();
+}
+
+/// The next `n` entries into the kernel fail with `errno`.
+pub fn fail_enters(errno: i32, n: u32) {
+    ENTER_ERRNO.store(errno, Ordering::SeqCst);
+    ENTER_FAILS.store(n, Ordering::SeqCst);
+    arm();
+}
+
+/// The next `n` pushes of an SQE find the submission queue full.
+pub fn refuse_pushes(n: u32) {
+    PUSH_REFUSALS.store(n, Ordering::SeqCst);
+    arm();
+}
+
+/// Occurrences not yet taken: (ring enables, enters, pushes).
+pub fn left() -> (u32, u32, u32) {
+    (
+        ENABLE_FAILS.load(Ordering::SeqCst),
+        ENTER_FAILS.load(Ordering::SeqCst),
+        PUSH_REFUSALS.load(Ordering::SeqCst),
+    )
+}
+
+/// Disarms every fault.
+pub fn reset() {
+    ENABLE_FAILS.store(0, Ordering::SeqCst);
+    ENTER_FAILS.store(0, Ordering::SeqCst);
+    PUSH_REFUSALS.store(0, Ordering::SeqCst);
+}
+
+/// Takes one occurrence of a fault, if armed.
+fn take(counter: &AtomicU32) -> bool {
+    // Relaxed: see `arm`.
+    if !ARMED.load(Ordering::Relaxed) {
+        return false;
+    }
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+pub(crate) fn ring_enable() -> std::io::Result<()> {
+    if take(&ENABLE_FAILS) {
+        return Err(std::io::Error::from_raw_os_error(libc::EBUSY));
+    }
+    Ok(())
+}
+
+pub(crate) fn enter() -> std::io::Result<()> {
+    if take(&ENTER_FAILS) {
+        return Err(std::io::Error::from_raw_os_error(
+            ENTER_ERRNO.load(Ordering::SeqCst),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn push_refused() -> bool {
+    take(&PUSH_REFUSALS)
+}

@@ -1,0 +1,190 @@
+//! Fault injection: the kernel interface failing the ways it can fail in
+//! production (a ring that will not enable; `io_uring_enter` returning
+//! `EAGAIN`, `EBUSY` or `ENOMEM`; a full submission queue; an overflowing
+//! completion queue). Nothing is lost or leaked, and the runtime shuts down
+//! cleanly.
+//!
+//! The faults are process-wide, so this binary's tests run one at a time.
+
+mod common;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use spargio::__private::faults;
+use spargio::fs::File;
+use spargio::{Runtime, RuntimeBuilder, RuntimeError, RuntimeHandle};
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    faults::reset();
+    guard
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+fn data_file(name: &str, len: usize) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("spargio-faults-{}-{name}", std::process::id()));
+    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, data).unwrap();
+    path
+}
+
+/// File reads from every shard, messages between shards, timers and
+/// spawns from outside: every result checked.
+fn workload(rt: &Runtime, path: &std::path::Path) {
+    let h = rt.handle();
+    let mut joins = Vec::new();
+    for t in 0..8u64 {
+        let (h2, p) = (h.clone(), path.to_path_buf());
+        joins.push(
+            h.spawn_stealable(async move {
+                let file = File::open(&h2, &p).await.unwrap();
+                // The unbound lane always goes through a ring (cached file
+                // reads through `File` may complete inline).
+                let native = h2.uring_native_unbound();
+                let fd = file.native_fd();
+                for i in 0..50u64 {
+                    let off = (i * 7 + t) % 200 * 64;
+                    let got = native.read_at(&fd, off, 64).await.unwrap();
+                    let want: Vec<u8> = (off..off + 64).map(|i| (i % 251) as u8).collect();
+                    assert_eq!(got, want);
+                    if i % 10 == 0 {
+                        spargio::time::sleep(Duration::from_micros(200)).await;
+                    }
+                }
+                t
+            })
+            .unwrap(),
+        );
+    }
+    let ping = ping_pong(&h, 100);
+    for (t, j) in joins.into_iter().enumerate() {
+        assert_eq!(spargio::block_on(j).unwrap(), t as u64);
+    }
+    assert_eq!(spargio::block_on(ping).unwrap(), 100);
+}
+
+fn ping_pong(h: &RuntimeHandle, rounds: u64) -> spargio::JoinHandle<u64> {
+    let echo = h
+        .spawn_pinned(1, async move {
+            let ctx = spargio::ShardCtx::current().unwrap();
+            for _ in 0..rounds {
+                if let spargio::Event::RingMsg { from, tag, val } = ctx.next_event().await {
+                    ctx.send_raw(from, tag, val + 1).await.unwrap();
+                }
+            }
+        })
+        .unwrap();
+    h.spawn_pinned(0, async move {
+        let ctx = spargio::ShardCtx::current().unwrap();
+        let mut n = 0;
+        for i in 0..rounds {
+            ctx.send_raw(1, 1, i as u32).await.unwrap();
+            let (_, v) = ctx.next_event().await.payload();
+            assert_eq!(u64::from(v), i + 1);
+            n += 1;
+        }
+        echo.await.unwrap();
+        n
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_ring_that_will_not_enable_fails_build_with_a_named_error() {
+    let _serial = serial();
+    common::within_hang_bound(|| {
+        let fds = open_fds();
+        faults::fail_ring_enables(1);
+        match RuntimeBuilder::new().shards(2).build() {
+            Err(RuntimeError::IoUringUnavailable { reason, source }) => {
+                assert!(reason.contains("could not enable its ring"), "{reason}");
+                assert_eq!(source.raw_os_error(), Some(libc::EBUSY));
+            }
+            Err(other) => panic!("wrong error: {other}"),
+            Ok(_) => panic!("build succeeded with a shard that could not start"),
+        }
+        assert_eq!(open_fds(), fds, "the rings and eventfds were not closed");
+        // The next build is unaffected.
+        let rt = common::runtime(2);
+        let j = rt.handle().spawn_pinned(1, async { 7 }).unwrap();
+        assert_eq!(spargio::block_on(j).unwrap(), 7);
+    });
+}
+
+#[test]
+fn failing_enters_lose_nothing() {
+    let _serial = serial();
+    let path = data_file("enter", 64 * 256);
+    for errno in [libc::EAGAIN, libc::EBUSY, libc::ENOMEM, libc::EINTR] {
+        let path = path.clone();
+        common::within_hang_bound(move || {
+            let rt = common::runtime(2);
+            faults::fail_enters(errno, 200);
+            workload(&rt, &path);
+            assert!(faults::left().1 < 200, "no enter failed");
+            faults::reset();
+            drop(rt);
+        });
+    }
+}
+
+#[test]
+fn a_full_submission_queue_loses_nothing() {
+    let _serial = serial();
+    let path = data_file("sqfull", 64 * 256);
+    common::within_hang_bound(move || {
+        let rt = common::runtime(2);
+        faults::refuse_pushes(300);
+        workload(&rt, &path);
+        assert!(faults::left().2 < 300, "no push was refused");
+        faults::reset();
+        drop(rt);
+    });
+}
+
+#[test]
+fn an_overflowing_completion_queue_with_failing_enters_loses_nothing() {
+    let _serial = serial();
+    let path = data_file("cqfull", 64 * 256);
+    common::within_hang_bound(move || {
+        let rt = RuntimeBuilder::new()
+            .shards(2)
+            .ring_entries(8)
+            .build()
+            .unwrap();
+        faults::fail_enters(libc::EBUSY, 50);
+        let h = rt.handle();
+        let p = path.clone();
+        let h2 = h.clone();
+        let join = h
+            .spawn_pinned(0, async move {
+                let file = File::open(&h2, &p).await.unwrap();
+                let native = h2.uring_native_unbound().with_preferred_shard(0);
+                let fd = file.native_fd();
+                // Far more operations in flight at once than the CQ holds.
+                let reads: Vec<_> = (0..256u64)
+                    .map(|i| {
+                        let (native, fd) = (&native, &fd);
+                        async move { (i, native.read_at(fd, i * 64, 64).await.unwrap()) }
+                    })
+                    .collect();
+                let mut n = 0;
+                for (i, got) in futures_util::future::join_all(reads).await {
+                    let want: Vec<u8> = (i * 64..i * 64 + 64).map(|i| (i % 251) as u8).collect();
+                    assert_eq!(got, want);
+                    n += 1;
+                }
+                n
+            })
+            .unwrap();
+        assert_eq!(spargio::block_on(join).unwrap(), 256);
+        assert!(faults::left().1 < 50, "no enter failed");
+        faults::reset();
+        drop(rt);
+    });
+}
