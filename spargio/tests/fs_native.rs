@@ -239,3 +239,54 @@ fn completion_queue_overflow_loses_nothing() {
         assert_eq!(spargio::block_on(join).unwrap(), (0..5_000u64).sum::<u64>());
     });
 }
+
+/// SQEs that would reach the runtime's own requests or kernel state are
+/// refused before the kernel sees them, and the runtime goes on.
+#[test]
+fn submit_unsafe_refuses_sqes_that_act_on_runtime_state() {
+    use spargio::extension::io_uring::squeue::{Entry, Flags};
+    common::on_runtime(|h| {
+        Box::pin(async move {
+            let native = h.uring_native_unbound();
+            let forged: Vec<Box<dyn FnOnce(&mut ()) -> Entry + Send>> = vec![
+                // A forged completion into our own ring.
+                Box::new(|_| {
+                    opcode::MsgRingData::new(types::Fd(0), 0, 0x0100_0000_0000_0001, None).build()
+                }),
+                Box::new(|_| opcode::AsyncCancel::new(0x0100_0000_0000_0001).build()),
+                Box::new(|_| opcode::ProvideBuffers::new(std::ptr::null_mut(), 8, 1, 0, 0).build()),
+                Box::new(|_| opcode::Nop::new().build().flags(Flags::BUFFER_SELECT)),
+                Box::new(|_| opcode::Nop::new().build().flags(Flags::SKIP_SUCCESS)),
+                Box::new(|_| opcode::Nop::new().build().flags(Flags::IO_LINK)),
+            ];
+            for build in forged {
+                let decoded = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let d = decoded.clone();
+                // SAFETY: the SQEs carry no pointers into memory we own (the
+                // one with a null buffer must be refused before the kernel).
+                let res = unsafe {
+                    native
+                        .submit_unsafe((), build, move |cqe, ()| {
+                            d.store(true, std::sync::atomic::Ordering::SeqCst);
+                            cqe.map(|c: UringCqe| c.result)
+                        })
+                        .await
+                };
+                assert_eq!(res.unwrap_err().kind(), ErrorKind::InvalidInput);
+                assert!(!decoded.load(std::sync::atomic::Ordering::SeqCst));
+            }
+            // A plain NOP still goes through.
+            // SAFETY: NOP carries no pointers.
+            let ok = unsafe {
+                native
+                    .submit_unsafe(
+                        (),
+                        |_| opcode::Nop::new().build(),
+                        |cqe, ()| cqe.map(|c| c.result),
+                    )
+                    .await
+            };
+            assert_eq!(ok.unwrap(), 0);
+        })
+    });
+}

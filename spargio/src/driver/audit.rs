@@ -63,7 +63,7 @@ pub(crate) fn reaped(user_data: u64) {
     with_lent(|lent| lent.remove(&user_data));
 }
 
-fn bytemuck_sqe(sqe: &squeue::Entry) -> &[u64; 8] {
+pub(crate) fn bytemuck_sqe(sqe: &squeue::Entry) -> &[u64; 8] {
     const _: () = assert!(std::mem::size_of::<squeue::Entry>() == 64);
     const _: () = assert!(std::mem::align_of::<squeue::Entry>() >= 8);
     // SAFETY: `squeue::Entry` is a `repr(C)` wrapper of the 64-byte,

@@ -254,8 +254,20 @@ impl UringNativeAny {
     /// * any fd it names stays open until the completion (hold a
     ///   [`NativeFd`] clone in `state`);
     /// * the opcode posts exactly one completion (no multishot, no
-    ///   `SEND_ZC` notification) and does not use `IOSQE_CQE_SKIP_SUCCESS`,
-    ///   fixed buffers/files the runtime did not register, or links.
+    ///   `SEND_ZC` notification) and does not use fixed buffers/files the
+    ///   runtime did not register;
+    /// * if the future may be dropped after the kernel completed the
+    ///   operation, `decode` still runs (on whatever thread reaps it) and
+    ///   its output is dropped: return owning types (`OwnedFd`, not a raw
+    ///   fd) so what the operation produced is given back.
+    ///
+    /// Checked, not trusted: SQEs that would act on the runtime's own
+    /// requests or kernel state (`MSG_RING`, `ASYNC_CANCEL`, `POLL_REMOVE`,
+    /// `TIMEOUT_REMOVE`, `LINK_TIMEOUT`, `PROVIDE_BUFFERS`,
+    /// `REMOVE_BUFFERS`) or that use `IOSQE_BUFFER_SELECT`,
+    /// `IOSQE_CQE_SKIP_SUCCESS` or links are refused with `InvalidInput`
+    /// before they reach the kernel. A completion with `IORING_CQE_F_MORE`
+    /// never ends the operation: its state is kept until the last one.
     ///
     /// See `examples/native_extension_statx.rs` and the safe wrappers in
     /// [`crate::extension::fs`].
@@ -271,14 +283,7 @@ impl UringNativeAny {
         D: FnOnce(io::Result<UringCqe>, S) -> io::Result<T> + std::marker::Send + 'static,
         T: 'static,
     {
-        self.submit(
-            self.lane(),
-            UnsafeOp {
-                state,
-                build: Some(build),
-                decode,
-            },
-        )
+        self.submit(self.lane(), UnsafeOp::new(state, build, decode))
     }
 
     /// [`submit_unsafe`](UringNativeAny::submit_unsafe) on an explicit
@@ -300,13 +305,6 @@ impl UringNativeAny {
         D: FnOnce(io::Result<UringCqe>, S) -> io::Result<T> + std::marker::Send + 'static,
         T: 'static,
     {
-        self.submit(
-            Lane::Shard(shard),
-            UnsafeOp {
-                state,
-                build: Some(build),
-                decode,
-            },
-        )
+        self.submit(Lane::Shard(shard), UnsafeOp::new(state, build, decode))
     }
 }

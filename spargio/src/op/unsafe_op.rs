@@ -1,7 +1,7 @@
 //! The operation behind `submit_unsafe`: caller-built SQE, caller-owned
 //! state, caller-decoded completion.
 
-use io_uring::squeue;
+use io_uring::{opcode, squeue};
 
 use super::{Completion, OpKind};
 use crate::native::UringCqe;
@@ -11,6 +11,66 @@ pub(crate) struct UnsafeOp<S, B, D> {
     pub(crate) state: S,
     pub(crate) build: Option<B>,
     pub(crate) decode: D,
+    /// Why the built SQE was not submitted (a NOP went in its place).
+    pub(crate) refused: Option<std::io::Error>,
+}
+
+impl<S, B, D> UnsafeOp<S, B, D> {
+    pub(crate) fn new(state: S, build: B, decode: D) -> UnsafeOp<S, B, D> {
+        UnsafeOp {
+            state,
+            build: Some(build),
+            decode,
+            refused: None,
+        }
+    }
+}
+
+/// Opcodes that act on other requests or on the runtime's own kernel
+/// state by `user_data` or buffer group: through them a caller could
+/// forge a runtime completion (and free memory the kernel still writes),
+/// cancel or re-target the runtime's operations, or take its provided
+/// buffers.
+const REFUSED_OPCODES: [u8; 7] = [
+    opcode::MsgRingData::CODE,
+    opcode::AsyncCancel::CODE,
+    opcode::PollRemove::CODE,
+    opcode::TimeoutRemove::CODE,
+    opcode::LinkTimeout::CODE,
+    opcode::ProvideBuffers::CODE,
+    opcode::RemoveBuffers::CODE,
+];
+
+/// SQE flags the runtime cannot honour for a caller-built SQE: buffer
+/// selection takes a runtime pool's buffer, a skipped success completion
+/// would never end the operation, and links tie it to SQEs it does not
+/// own.
+const REFUSED_FLAGS: u8 = squeue::Flags::BUFFER_SELECT.bits()
+    | squeue::Flags::SKIP_SUCCESS.bits()
+    | squeue::Flags::IO_LINK.bits()
+    | squeue::Flags::IO_HARDLINK.bits();
+
+/// Checks a caller-built SQE against what `submit_unsafe` allows.
+fn check(sqe: &squeue::Entry) -> std::io::Result<()> {
+    let code = sqe.get_opcode();
+    if REFUSED_OPCODES.iter().any(|&c| u32::from(c) == code) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("submit_unsafe: opcode {code} acts on the runtime's own requests"),
+        ));
+    }
+    // `io_uring_sqe` starts with the opcode byte, then the flags byte.
+    let flags = crate::driver::audit::bytemuck_sqe(sqe)[0].to_le_bytes()[1];
+    if flags & REFUSED_FLAGS != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "submit_unsafe: SQE flags {flags:#x} (buffer select, skip success and \
+                 links are not allowed)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 // SAFETY: `submit_unsafe`'s contract puts the burden on its caller: every
@@ -26,10 +86,22 @@ where
 
     fn build(&mut self) -> squeue::Entry {
         let build = self.build.take().expect("an operation is built once");
-        build(&mut self.state)
+        let sqe = build(&mut self.state);
+        match check(&sqe) {
+            Ok(()) => sqe,
+            Err(err) => {
+                // Never submitted: a NOP takes its place and the caller gets
+                // the error; the state was never lent to the kernel.
+                self.refused = Some(err);
+                opcode::Nop::new().build()
+            }
+        }
     }
 
     fn complete(self, done: Completion) -> std::io::Result<T> {
+        if let Some(err) = self.refused {
+            return Err(err);
+        }
         let cqe = match done.result {
             Ok(n) => Ok(UringCqe {
                 result: n as i32,
