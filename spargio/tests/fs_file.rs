@@ -170,3 +170,35 @@ fn ops_after_shutdown_fail_cleanly() {
     drop(file);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A slice of a buffer that safe code shrank after slicing: the read must
+/// stay inside the allocation (before the fix, the kernel or the inline
+/// `preadv2` wrote 64 KiB into a 16-byte block: heap corruption, SIGABRT).
+#[test]
+fn reads_into_a_slice_of_a_shrunk_buffer_stay_inside_the_allocation() {
+    let path = scratch("shrunk").join("f");
+    std::fs::write(&path, vec![9u8; 65_536]).unwrap();
+    common::on_runtime(move |h| {
+        Box::pin(async move {
+            let file = File::open(&h, &path).await.unwrap();
+            let native = h.uring_native_unbound();
+            let fd = file.native_fd();
+            for through_ring in [false, true] {
+                let mut slice = Vec::<u8>::with_capacity(65_536).slice(..);
+                slice.get_mut().shrink_to(16);
+                let cap = slice.get_ref().capacity();
+                let (n, slice) = if through_ring {
+                    native.read_at_into(&fd, 0, slice).await
+                } else {
+                    file.read_at_into(0, slice).await
+                };
+                let n = n.unwrap();
+                let buf = slice.into_inner();
+                assert!(n <= cap, "read {n} bytes into {cap}");
+                assert!(buf.len() <= buf.capacity());
+                assert!(buf.iter().all(|&b| b == 9));
+            }
+            std::fs::remove_file(&path).unwrap();
+        })
+    });
+}

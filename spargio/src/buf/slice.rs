@@ -9,6 +9,12 @@ use super::{IoBuf, IoBufMut};
 ///
 /// A read into a slice fills from `begin`; the buffer's own initialized
 /// length grows to cover what was written.
+///
+/// The range is checked when the slice is made, and again, against the
+/// buffer as it is *now*, every time the runtime asks for it: safe code can
+/// shrink the buffer through [`get_mut`](Slice::get_mut), and the kernel
+/// must never be told a range past the allocation. A range the buffer no
+/// longer covers is cut to what it does cover (possibly nothing).
 #[derive(Debug)]
 pub struct Slice<B> {
     buf: B,
@@ -62,37 +68,55 @@ impl<B: IoBuf> Slice<B> {
     }
 }
 
-// SAFETY: a sub-range of a buffer whose memory is stable under moves is
-// itself stable; the range lies within `bytes_total` (checked in `new`),
-// and the initialized prefix of the range is the part of it below the
-// underlying buffer's initialized length.
-unsafe impl<B: IoBuf> IoBuf for Slice<B> {
-    fn stable_ptr(&self) -> *const u8 {
-        self.buf.stable_ptr().wrapping_add(self.begin)
-    }
-    fn bytes_init(&self) -> usize {
-        self.buf.bytes_init().clamp(self.begin, self.end) - self.begin
-    }
-    fn bytes_total(&self) -> usize {
-        self.end - self.begin
+impl<B: IoBuf> Slice<B> {
+    /// The range as the underlying buffer covers it right now:
+    /// `begin..end` cut to its current total (see the type's docs).
+    fn live_range(&self) -> (usize, usize) {
+        let total = self.buf.bytes_total();
+        (self.begin.min(total), self.end.min(total))
     }
 }
 
-// SAFETY: writes stay within `begin..end`, inside the underlying buffer's
-// total; `set_init` translates to the underlying buffer's offsets.
+// SAFETY: a sub-range of a buffer whose memory is stable under moves is
+// itself stable; the range is recomputed against the buffer's *current*
+// `bytes_total` on every call (`live_range`), so it never extends past the
+// allocation even after safe code shrank the buffer through `get_mut`; the
+// initialized prefix of the range is the part of it below the underlying
+// buffer's initialized length.
+unsafe impl<B: IoBuf> IoBuf for Slice<B> {
+    fn stable_ptr(&self) -> *const u8 {
+        self.buf.stable_ptr().wrapping_add(self.live_range().0)
+    }
+    fn bytes_init(&self) -> usize {
+        let (begin, end) = self.live_range();
+        self.buf.bytes_init().clamp(begin, end) - begin
+    }
+    fn bytes_total(&self) -> usize {
+        let (begin, end) = self.live_range();
+        end - begin
+    }
+}
+
+// SAFETY: writes stay within the live range, inside the underlying
+// buffer's current total; `set_init` translates to the underlying buffer's
+// offsets and never past that total.
 unsafe impl<B: IoBufMut> IoBufMut for Slice<B> {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
-        self.buf.stable_mut_ptr().wrapping_add(self.begin)
+        let begin = self.live_range().0;
+        self.buf.stable_mut_ptr().wrapping_add(begin)
     }
     unsafe fn set_init(&mut self, pos: usize) {
+        let (begin, end) = self.live_range();
         // The bytes below `begin` that the underlying buffer does not count
         // as initialized yet were never written: only a slice starting at
-        // or below the initialized length may extend it.
-        if self.buf.bytes_init() >= self.begin {
+        // or below the initialized length may extend it. And never past the
+        // range (the caller's `pos` is at most `bytes_total`, but a buffer
+        // shrunk since must not be trusted to agree).
+        if self.buf.bytes_init() >= begin && begin + pos <= end {
             // SAFETY: bytes `..begin` are initialized (checked above) and
             // the caller guarantees `begin..begin + pos` are; the sum is
-            // within the underlying total.
-            unsafe { self.buf.set_init(self.begin + pos) };
+            // within the underlying buffer's current total (checked above).
+            unsafe { self.buf.set_init(begin + pos) };
         }
     }
 }
@@ -115,6 +139,24 @@ mod tests {
             s.set_init(3);
         }
         assert_eq!(s.into_inner(), b"abcde");
+    }
+
+    #[test]
+    fn a_slice_never_reports_more_than_a_shrunk_buffer_holds() {
+        let mut s = Vec::<u8>::with_capacity(65_536).slice(..);
+        assert_eq!(s.bytes_total(), 65_536);
+        s.get_mut().shrink_to(16);
+        let cap = s.get_ref().capacity();
+        assert!(cap < 65_536);
+        assert_eq!(s.bytes_total(), cap, "the range follows the allocation");
+        let mut t = vec![1u8; 64].slice(32..64);
+        t.get_mut().truncate(8);
+        t.get_mut().shrink_to_fit();
+        assert_eq!(t.bytes_total(), 0, "nothing of the range is left");
+        assert_eq!(t.bytes_init(), 0);
+        // SAFETY: zero bytes claimed.
+        unsafe { t.set_init(0) };
+        assert_eq!(t.get_ref().len(), 8);
     }
 
     #[test]
