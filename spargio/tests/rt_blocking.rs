@@ -173,3 +173,50 @@ fn zero_blocking_threads_is_refused() {
         }
     ));
 }
+
+/// Aborting a job still queued in a full pool cancels it: its handle
+/// resolves as cancelled, it never runs, and no thread spins on it.
+#[test]
+fn aborting_a_queued_blocking_job_cancels_it() {
+    within_hang_bound(|| {
+        let rt = RuntimeBuilder::new()
+            .shards(2)
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        let h = rt.handle();
+        let (release, wait) = mpsc::channel::<()>();
+        let (started_tx, started) = mpsc::channel::<()>();
+        let first = h
+            .spawn_blocking(move || {
+                started_tx.send(()).unwrap();
+                wait.recv().unwrap();
+            })
+            .unwrap();
+        started.recv().unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        let queued = h
+            .spawn_blocking(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        queued.abort();
+        release.send(()).unwrap();
+        block_on(first).unwrap();
+        let err = block_on(queued).expect_err("an aborted job must not report success");
+        assert!(err.is_cancelled(), "{err:?}");
+        assert_eq!(ran.load(Ordering::SeqCst), 0, "the aborted job ran");
+        // The pool's thread goes idle instead of rescheduling the job.
+        let start = std::time::Instant::now();
+        loop {
+            let s = h.stats_snapshot();
+            if s.blocking_queued == 0 && s.blocking_idle == s.blocking_threads {
+                break;
+            }
+            assert!(start.elapsed() < common::HANG, "the pool never went idle");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        drop(rt);
+    });
+}

@@ -109,8 +109,16 @@ impl Inner {
         loop {
             if let Some(job) = state.queue.pop_front() {
                 drop(state);
-                // The harness catches panics from the closure.
-                job.run();
+                if job.metadata().is_aborted() {
+                    // Aborted while queued: cancel it (its handle reports
+                    // cancellation). Running it would only reschedule it
+                    // here, forever (the harness answers an abort that way
+                    // so that a shard drops the task).
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(job)));
+                } else {
+                    // The harness catches panics from the closure.
+                    job.run();
+                }
                 state = self.lock();
                 continue;
             }
