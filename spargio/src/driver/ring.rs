@@ -17,6 +17,8 @@ use crate::stats::RingFeatures;
 /// `IORING_ENTER_GETEVENTS` (uapi `io_uring.h`): run deferred task work and
 /// flush overflowed completions while entering.
 const ENTER_GETEVENTS: u32 = 1;
+/// `IORING_ENTER_SQ_WAKEUP`: wake an idle `SQPOLL` thread.
+const ENTER_SQ_WAKEUP: u32 = 2;
 
 /// What the runtime asks of each ring.
 #[derive(Clone, Debug)]
@@ -172,6 +174,15 @@ impl Ring {
     /// task work and flushes overflowed CQEs. Never blocks.
     pub(crate) fn submit(&mut self) -> io::Result<usize> {
         let to_submit = self.unsubmitted() as u32;
+        let mut flags = ENTER_GETEVENTS;
+        // Under SQPOLL the kernel thread takes the SQEs and `to_submit` is
+        // ignored; once that thread has idled it sleeps until woken, and
+        // it says so in the SQ flags. `need_wakeup` issues the full fence
+        // the kernel documents between publishing the tail (done when the
+        // queue was pushed) and reading the flag.
+        if self.features.sqpoll && to_submit > 0 && self.uring.submission().need_wakeup() {
+            flags |= ENTER_SQ_WAKEUP;
+        }
         loop {
             let res = match super::faults::enter() {
                 Err(injected) => Err(injected),
