@@ -10,13 +10,7 @@ use std::time::Duration;
 
 use spargio::{Event, RuntimeBuilder, ShardCtx};
 
-// Open: on this machine's kernel (6.18, in a Firecracker VM) the SQ
-// thread never advances the SQ head for our rings, with or without the
-// wakeup flag and with or without SINGLE_ISSUER, so the message only
-// arrives when the sender parks. Kept runnable (`--ignored`) until the
-// cause is found; SQPOLL is off by default.
 #[test]
-#[ignore = "SQPOLL does not consume SQEs on the CI kernel; see the comment"]
 fn a_message_sent_before_the_sender_blocks_arrives_while_it_blocks() {
     common::within_hang_bound(|| {
         let rt = RuntimeBuilder::new()

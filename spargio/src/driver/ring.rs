@@ -190,12 +190,9 @@ impl Ring {
                 // argument struct; GETEVENTS with min_complete = 0 does not
                 // block.
                 Ok(()) => unsafe {
-                    self.uring.submitter().enter::<libc::sigset_t>(
-                        to_submit,
-                        0,
-                        ENTER_GETEVENTS,
-                        None,
-                    )
+                    self.uring
+                        .submitter()
+                        .enter::<libc::sigset_t>(to_submit, 0, flags, None)
                 },
             };
             match res {
