@@ -38,11 +38,12 @@ pub struct UdpSocket {
 impl UdpSocket {
     /// Binds to `addr` (resolved on the blocking pool; the first address
     /// that binds wins).
-    pub async fn bind<A>(handle: &RuntimeHandle, addr: A) -> io::Result<UdpSocket>
+    pub async fn bind<A>(handle: impl AsRef<RuntimeHandle>, addr: A) -> io::Result<UdpSocket>
     where
         A: ToSocketAddrs + Send + 'static,
         A::Iter: Send,
     {
+        let handle = handle.as_ref();
         let addrs = resolve(handle, addr).await?;
         first_ok(
             addrs,
@@ -52,14 +53,22 @@ impl UdpSocket {
     }
 
     /// Binds to `addr` without name resolution.
-    pub fn bind_socket_addr(handle: &RuntimeHandle, addr: SocketAddr) -> io::Result<UdpSocket> {
+    pub fn bind_socket_addr(
+        handle: impl AsRef<RuntimeHandle>,
+        addr: SocketAddr,
+    ) -> io::Result<UdpSocket> {
+        let handle = handle.as_ref();
         let socket = socket2::Socket::new(Domain::for_address(addr), Type::DGRAM.cloexec(), None)?;
         socket.bind(&addr.into())?;
         UdpSocket::from_fd(handle, OwnedFd::from(socket))
     }
 
     /// Wraps a bound std socket.
-    pub fn from_std(handle: &RuntimeHandle, socket: std::net::UdpSocket) -> io::Result<UdpSocket> {
+    pub fn from_std(
+        handle: impl AsRef<RuntimeHandle>,
+        socket: std::net::UdpSocket,
+    ) -> io::Result<UdpSocket> {
+        let handle = handle.as_ref();
         UdpSocket::from_fd(handle, OwnedFd::from(socket))
     }
 
