@@ -297,14 +297,72 @@ impl UnixDatagram {
         Ok((buf, unix_addr(&from)?))
     }
 
-    /// Sends `buf`'s bytes to the connected peer; returns the buffer.
-    pub async fn send_owned<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+    /// Sends `buf`'s bytes to the connected peer; returns the count and
+    /// the buffer (dropped on error; [`send_buf`](Self::send_buf) keeps
+    /// it).
+    pub async fn send_owned<B: IoBuf>(&self, buf: B) -> io::Result<(usize, B)> {
+        let (res, buf) = self.core.send_owned(buf).await;
+        res.map(|n| (n, buf))
+    }
+
+    /// Receives one datagram into `buf`; returns the count and the buffer
+    /// (dropped on error; [`recv_buf`](Self::recv_buf) keeps it).
+    pub async fn recv_owned<B: IoBufMut>(&self, buf: B) -> io::Result<(usize, B)> {
+        let (res, buf) = self.core.recv_owned(buf).await;
+        res.map(|n| (n, buf))
+    }
+
+    /// Sends `buf`'s bytes to the socket at `path`; returns the count and
+    /// the buffer (dropped on error; [`send_to_buf`](Self::send_to_buf)
+    /// keeps it).
+    pub async fn send_to_owned<B: IoBuf>(
+        &self,
+        buf: B,
+        path: impl AsRef<Path>,
+    ) -> io::Result<(usize, B)> {
+        let (res, buf) = self.send_to_buf(buf, path).await;
+        res.map(|n| (n, buf))
+    }
+
+    /// Receives one datagram into `buf`; returns the count, the sender and
+    /// the buffer (dropped on error; [`recv_from_buf`](Self::recv_from_buf)
+    /// keeps it).
+    pub async fn recv_from_owned<B: IoBufMut>(&self, buf: B) -> io::Result<(usize, SocketAddr, B)> {
+        let (res, buf) = self.recv_from_buf(buf).await;
+        res.map(|(n, from)| (n, from, buf))
+    }
+
+    /// [`send_owned`](Self::send_owned), handing the buffer back whatever
+    /// happens ([`BufResult`]).
+    pub async fn send_buf<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
         self.core.send_owned(buf).await
     }
 
-    /// Receives one datagram into `buf`.
-    pub async fn recv_owned<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
+    /// [`recv_owned`](Self::recv_owned), handing the buffer back whatever
+    /// happens.
+    pub async fn recv_buf<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
         self.core.recv_owned(buf).await
+    }
+
+    /// [`send_to_owned`](Self::send_to_owned), handing the buffer back
+    /// whatever happens. A path that is not a valid socket address fails
+    /// with the buffer untouched.
+    pub async fn send_to_buf<B: IoBuf>(
+        &self,
+        buf: B,
+        path: impl AsRef<Path>,
+    ) -> BufResult<usize, B> {
+        match socket2::SockAddr::unix(path) {
+            Ok(addr) => self.core.send_to_owned(buf, &addr).await,
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    /// [`recv_from_owned`](Self::recv_from_owned), handing the buffer back
+    /// whatever happens.
+    pub async fn recv_from_buf<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SocketAddr), B> {
+        let (res, buf) = self.core.recv_from_owned(buf).await;
+        (res.and_then(|(n, from)| Ok((n, unix_addr(&from)?))), buf)
     }
 }
 
