@@ -9,6 +9,7 @@ use crate::op::recv::Recv;
 use crate::op::send::{send_now, Send as SendOp};
 use crate::op::shutdown::Shutdown;
 use crate::op::{Lane, Op, OpKind, SharedFd};
+use crate::stats::Counters;
 use crate::task::{JoinHandle, ShardId};
 use crate::{RuntimeError, RuntimeHandle};
 
@@ -22,7 +23,13 @@ pub(crate) struct StreamCore {
 
 impl StreamCore {
     fn submit<K: OpKind>(&self, op: K) -> Op<K> {
-        Op::submit(&self.handle.shared, Lane::Shard(self.session), op)
+        let shared = &self.handle.shared;
+        if crate::runtime::context::current_shard(shared) == Some(self.session) {
+            // Issued on the session shard: it goes straight into the ring.
+            let counters = &shared.shards[self.session].counters;
+            Counters::bump_shared(&counters.native_any_local_direct_submitted);
+        }
+        Op::submit(shared, Lane::Shard(self.session), op)
     }
 
     pub(crate) async fn send_owned<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
