@@ -363,7 +363,7 @@ macro_rules! stream_methods {
         /// let client = TcpStream::connect(&handle, listener.local_addr().unwrap()).await.unwrap();
         /// let (conn, _) = listener.accept_round_robin().await.unwrap();
         /// let session = conn.session_shard();
-        /// let on = conn.spawn_on_session(&handle, async move {
+        /// let on = conn.clone().spawn_on_session(&handle, async move {
         ///     let data = conn.recv(16).await.unwrap();
         ///     (spargio::ShardCtx::current().unwrap().shard_id(), data)
         /// }).unwrap();
