@@ -740,7 +740,7 @@ mod spargio_side {
                 .await
                 .expect("pool");
             while let Some(Ok(seg)) = segs.next_segment().await {
-                if stream.write_all_owned(seg).await.0.is_err() {
+                if stream.write_all_owned(seg).await.is_err() {
                     return;
                 }
             }
@@ -749,13 +749,13 @@ mod spargio_side {
         let mut buf = Vec::with_capacity(ECHO_BUF);
         loop {
             buf.clear();
-            let (res, back) = stream.recv_owned(buf).await;
+            let (res, back) = stream.recv_buf(buf).await;
             buf = back;
             match res {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             }
-            let (res, back) = stream.write_all_owned(buf).await;
+            let (res, back) = stream.write_all_buf(buf).await;
             buf = back;
             if res.is_err() {
                 return;
@@ -774,8 +774,10 @@ mod spargio_side {
         let mut rbuf = std::mem::take(&mut conn.rbuf);
         while !echo.done() {
             if let Some(out) = echo.next_send() {
-                let (res, _) = conn.stream.write_all_owned(out).await;
-                res.expect("spargio send");
+                conn.stream
+                    .write_all_owned(out)
+                    .await
+                    .expect("spargio send");
             }
             if let Some(segs) = conn.segs.as_mut() {
                 let seg = segs.next_segment().await.expect("open").expect("recv");
@@ -786,7 +788,7 @@ mod spargio_side {
             }
             let want = echo.want();
             rbuf.clear();
-            let (res, slice) = conn.stream.recv_owned(rbuf.slice(..want)).await;
+            let (res, slice) = conn.stream.recv_buf(rbuf.slice(..want)).await;
             rbuf = slice.into_inner();
             let n = res.expect("spargio recv");
             for frame in echo.received(&rbuf[..n]) {
@@ -839,7 +841,7 @@ mod spargio_side {
                     let plan = plan.clone();
                     let stream = conn.stream.clone();
                     let task = stream
-                        .spawn_on_session(async move {
+                        .spawn_on_session(&handle, async move {
                             let sum = if plan.stage == StageKind::Keyed {
                                 let ctx = ShardCtx::current().expect("on a shard");
                                 let mut stage = Stage {
@@ -912,7 +914,7 @@ mod spargio_side {
                         stream.set_nodelay(true)?;
                         server.set_nodelay(true)?;
                         server
-                            .spawn_on_session(echo_server(server.clone()))
+                            .spawn_on_session(&h, echo_server(server.clone()))
                             .expect("spawn echo server");
                         let segs = if multishot() {
                             Some(stream.recv_multishot_segments_with(pool()).await?)

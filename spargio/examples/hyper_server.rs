@@ -59,7 +59,7 @@ async fn serve(
         stream.set_nodelay(true)?;
         let conn = stream.clone();
         let _executor = SpargioExecutor(handle.clone());
-        conn.spawn_on_session(async move {
+        conn.spawn_on_session(&handle, async move {
             let io = TokioIo::new(Compat::new(stream));
             if let Err(e) = http1::Builder::new()
                 .serve_connection(io, service_fn(hello))

@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 let (conn, _) = listener.accept().await?;
                 let h3 = h2.clone();
                 let c = conn.clone();
-                c.spawn_on_session(async move {
+                c.spawn_on_session(&h2, async move {
                     let mut req = [0u8; 4];
                     while conn.read_exact(&mut req).await.is_ok() {
                         let seed = u32::from_be_bytes(req);

@@ -44,8 +44,7 @@ async fn serve(h: RuntimeHandle, conn: TcpStream, root: PathBuf) -> std::io::Res
         if n == 0 {
             break;
         }
-        let (res, back) = conn.write_all_owned(back).await;
-        res?;
+        let back = conn.write_all_owned(back).await?;
         offset += n as u64;
         buf = back;
     }
@@ -69,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 let (conn, _) = listener.accept_round_robin().await?;
                 let (h2, root) = (h.clone(), served_root.clone());
                 let c = conn.clone();
-                c.spawn_on_session(async move {
+                c.spawn_on_session(&h, async move {
                     if let Err(e) = serve(h2, conn, root).await {
                         eprintln!("  request failed: {e}");
                     }
@@ -86,8 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 let mut len = [0u8; 8];
                 conn.read_exact(&mut len).await?;
                 let len = u64::from_be_bytes(len) as usize;
-                let (res, body) = conn.read_exact_owned(Vec::with_capacity(len)).await;
-                res?;
+                let body = conn.read_exact_owned(Vec::with_capacity(len)).await?;
                 assert_eq!(body, content(i), "file-{i} arrived intact");
                 println!("  fetched file-{i}: {len} bytes");
                 Ok::<_, std::io::Error>(len)

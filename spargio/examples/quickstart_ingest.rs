@@ -28,15 +28,14 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             for id in 0..CONNECTIONS {
                 let (conn, _) = listener.accept_round_robin().await?;
                 let path = out.join(format!("conn-{id}.bin"));
-                let h = h.clone();
                 let c = conn.clone();
-                files.push(c.spawn_on_session(async move {
-                    let file = File::create(&h, &path).await?;
+                let h2 = h.clone();
+                files.push(c.spawn_on_session(&h, async move {
+                    let file = File::create(h2, &path).await?;
                     let (mut offset, mut buf) = (0u64, Vec::with_capacity(64 * 1024));
                     loop {
                         buf.clear();
-                        let (n, back) = conn.recv_owned(buf).await;
-                        let n = n?;
+                        let (n, back) = conn.recv_owned(buf).await?;
                         if n == 0 {
                             break;
                         }
@@ -65,7 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 let stream = TcpStream::connect_socket_addr(&h, addr).await?;
                 for i in 0..CHUNKS {
                     let chunk = vec![(id * CHUNKS + i) as u8; CHUNK];
-                    stream.write_all_owned(chunk).await.0?;
+                    stream.write_all_owned(chunk).await?;
                 }
                 stream.shutdown(std::net::Shutdown::Write).await
             })?);

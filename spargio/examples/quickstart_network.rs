@@ -22,24 +22,25 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let addr: SocketAddr = listener.local_addr()?;
         println!("echo server on {addr}");
 
+        let h = handle.clone();
         let server = handle.spawn_stealable(async move {
             for _ in 0..CLIENTS {
                 let (conn, peer) = listener.accept_round_robin().await?;
                 let session = conn.session_shard();
                 let c = conn.clone();
-                c.spawn_on_session(async move {
+                c.spawn_on_session(&h, async move {
                     let mut buf = Vec::with_capacity(4096);
                     loop {
-                        let (n, back) = conn.recv_owned(buf).await;
-                        match n {
-                            Ok(0) | Err(_) => break,
-                            Ok(_) => {}
+                        // Echo with one buffer: `*_owned` hands it back
+                        // on success, and on error the loop ends anyway.
+                        let back = match conn.recv_owned(buf).await {
+                            Ok((0, _)) | Err(_) => break,
+                            Ok((_, back)) => back,
+                        };
+                        match conn.write_all_owned(back).await {
+                            Ok(back) => buf = back,
+                            Err(_) => break,
                         }
-                        let (res, back) = conn.write_all_owned(back).await;
-                        if res.is_err() {
-                            break;
-                        }
-                        buf = back;
                         buf.clear();
                     }
                 })?;
@@ -57,8 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 for i in 0..MESSAGES {
                     let msg = format!("client {id} message {i}");
                     stream.write_all(msg.as_bytes()).await?;
-                    let (res, echo) = stream.read_exact_owned(vec![0u8; msg.len()]).await;
-                    res?;
+                    let echo = stream.read_exact_owned(vec![0u8; msg.len()]).await?;
                     assert_eq!(echo, msg.as_bytes());
                 }
                 stream.shutdown(std::net::Shutdown::Write).await?;

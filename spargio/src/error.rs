@@ -33,6 +33,10 @@ pub enum RuntimeError {
     Shutdown,
     /// The requested backend is not available in this build.
     UnsupportedBackend,
+    /// The handle belongs to another runtime than the object it was given
+    /// with (a stream's session shard is a shard of the stream's own
+    /// runtime).
+    ForeignHandle,
 }
 
 impl fmt::Display for RuntimeError {
@@ -49,6 +53,9 @@ impl fmt::Display for RuntimeError {
             RuntimeError::InvalidShard(shard) => write!(f, "no shard with index {shard}"),
             RuntimeError::Shutdown => write!(f, "the runtime is shut down"),
             RuntimeError::UnsupportedBackend => write!(f, "unsupported backend"),
+            RuntimeError::ForeignHandle => {
+                write!(f, "the handle belongs to a different runtime")
+            }
         }
     }
 }
@@ -66,9 +73,9 @@ impl std::error::Error for RuntimeError {
 impl From<RuntimeError> for io::Error {
     fn from(err: RuntimeError) -> io::Error {
         let kind = match &err {
-            RuntimeError::InvalidConfig { .. } | RuntimeError::InvalidShard(_) => {
-                io::ErrorKind::InvalidInput
-            }
+            RuntimeError::InvalidConfig { .. }
+            | RuntimeError::InvalidShard(_)
+            | RuntimeError::ForeignHandle => io::ErrorKind::InvalidInput,
             RuntimeError::IoUringUnavailable { source, .. } => source.kind(),
             RuntimeError::ThreadSpawn(source) => source.kind(),
             RuntimeError::Overloaded => io::ErrorKind::WouldBlock,

@@ -94,5 +94,9 @@ pub use runtime::{
     block_on, run, run_local_on, run_with, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle,
 };
 pub use stats::{CounterTotals, RingFeatures, RuntimeStats, ShardStats};
+pub use sync::{CancellationToken, TaskGroup, TaskGroupJoinHandle};
 pub use task::{JoinError, JoinHandle, ShardId, TaskPlacement};
-pub use time::{sleep, sleep_until, timeout, timeout_at};
+pub use time::{
+    interval, interval_at, sleep, sleep_until, timeout, timeout_at, Interval, MissedTickBehavior,
+    Sleep, TimeoutError,
+};

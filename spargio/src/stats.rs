@@ -35,83 +35,116 @@ pub struct RingFeatures {
 }
 
 macro_rules! counters {
-    ($($(#[$doc:meta])* $name:ident,)*) => {
+    (
+        sum { $($(#[$doc:meta])* $name:ident,)* }
+        max { $($(#[$mdoc:meta])* $mname:ident,)* }
+    ) => {
         /// Per-shard counters (internal).
         #[derive(Debug, Default)]
         pub(crate) struct Counters {
             $(pub(crate) $name: AtomicU64,)*
+            $(pub(crate) $mname: AtomicU64,)*
         }
 
-        /// Totals of the per-shard counters at the time of the snapshot.
+        /// The per-shard counters, summed over shards (high-water marks:
+        /// their maximum) at the time of the snapshot.
         #[derive(Clone, Debug, Default, PartialEq, Eq)]
         #[non_exhaustive]
         pub struct CounterTotals {
             $($(#[$doc])* pub $name: u64,)*
+            $($(#[$mdoc])* pub $mname: u64,)*
         }
 
         impl Counters {
             fn add_into(&self, totals: &mut CounterTotals) {
                 $(totals.$name += self.$name.load(Ordering::Relaxed);)*
+                $(totals.$mname = totals.$mname.max(self.$mname.load(Ordering::Relaxed));)*
             }
         }
     };
 }
 
 counters! {
-    /// Pinned tasks spawned (including round-robin and sticky placements).
-    spawn_pinned,
-    /// Stealable tasks spawned.
-    spawn_stealable,
-    /// `!Send` local tasks spawned.
-    spawn_local,
-    /// Blocking closures spawned (counted on the shard that spawned them,
-    /// or shard 0 from outside).
-    spawn_blocking,
-    /// Task polls run.
-    tasks_polled,
-    /// Polls of stealable tasks.
-    stealable_executed,
-    /// Stealable tasks this shard took from another shard's queues.
-    stealable_stolen,
-    /// Stealable tasks this shard ran from its own queues.
-    stealable_local_hits,
-    /// Victim scans made while looking for work.
-    steal_scans,
-    /// Scans that found a victim worth stealing from.
-    steal_attempts,
-    /// Attempts that moved at least one task.
-    steal_success,
-    /// Tasks that panicked (the panic went to their `JoinHandle`).
-    tasks_panicked,
-    /// Foreign code that panicked on this shard outside any task: wakers,
-    /// destructors of abandoned operations' resources. Each panic cost only
-    /// that value; the shard went on.
-    callbacks_panicked,
-    /// Doorbells sent to parked shards.
-    doorbells_sent,
-    /// Wakeups that needed no doorbell because one was already on its way.
-    doorbells_coalesced,
-    /// Times the shard blocked in the kernel.
-    parks,
-    /// Messages this shard sent (to any shard).
-    ring_msgs_submitted,
-    /// Messages sent to this shard from threads outside the runtime.
-    ring_msgs_injected,
-    /// Messages consumed from this shard's event stream.
-    ring_msgs_completed,
-    /// Sends by this shard refused with `SendError::Backpressure`.
-    ring_msgs_backpressure,
-    /// Outside sends to this shard refused with `SendError::Backpressure`.
-    ring_msgs_injected_backpressure,
-    /// Spawns refused with `RuntimeError::Overloaded`.
-    stealable_backpressure,
-    /// Native operations submitted to this shard's ring (from any thread).
-    native_ops_submitted,
-    /// Native operations whose final completion this shard reaped.
-    native_ops_completed,
-    /// `ASYNC_CANCEL`s this shard pushed for dropped operations (and at
-    /// shutdown).
-    native_ops_cancelled,
+    sum {
+        /// Pinned tasks spawned (including round-robin and sticky placements).
+        spawn_pinned,
+        /// Stealable tasks spawned.
+        spawn_stealable,
+        /// `!Send` local tasks spawned.
+        spawn_local,
+        /// Blocking closures spawned (counted on the shard that spawned them,
+        /// or shard 0 from outside).
+        spawn_blocking,
+        /// Task polls run.
+        tasks_polled,
+        /// Polls of stealable tasks.
+        stealable_executed,
+        /// Stealable tasks this shard took from another shard's queues.
+        stealable_stolen,
+        /// Stealable tasks this shard ran from its own queues.
+        stealable_local_hits,
+        /// Victim scans made while looking for work.
+        steal_scans,
+        /// Scans that found a victim worth stealing from.
+        steal_attempts,
+        /// Attempts that moved at least one task.
+        steal_success,
+        /// Tasks that panicked (the panic went to their `JoinHandle`).
+        tasks_panicked,
+        /// Foreign code that panicked on this shard outside any task: wakers,
+        /// destructors of abandoned operations' resources. Each panic cost
+        /// only that value; the shard went on.
+        callbacks_panicked,
+        /// Doorbells sent to parked shards.
+        doorbells_sent,
+        /// Wakeups that needed no doorbell because one was already on its way.
+        doorbells_coalesced,
+        /// Times the shard blocked in the kernel.
+        parks,
+        /// Messages this shard sent (to any shard).
+        ring_msgs_submitted,
+        /// Messages sent to this shard from threads outside the runtime.
+        ring_msgs_injected,
+        /// Messages consumed from this shard's event stream.
+        ring_msgs_completed,
+        /// Sends by this shard refused with `SendError::Backpressure`.
+        ring_msgs_backpressure,
+        /// Outside sends to this shard refused with `SendError::Backpressure`.
+        ring_msgs_injected_backpressure,
+        /// Spawns refused with `RuntimeError::Overloaded`.
+        stealable_backpressure,
+        /// Native operations submitted to this shard's ring (from any thread).
+        native_ops_submitted,
+        /// Native operations whose final completion this shard reaped.
+        native_ops_completed,
+        /// `ASYNC_CANCEL`s this shard pushed for dropped operations (and at
+        /// shutdown).
+        native_ops_cancelled,
+        /// Native operations that crossed to this shard from another thread
+        /// (through its inbox, a doorbell if it was parked).
+        native_any_envelope_submitted,
+        /// Native operations a task on this shard pushed straight into its
+        /// ring.
+        native_any_local_fastpath_submitted,
+        /// Of those, stream operations issued on the stream's own session
+        /// shard (what `spawn_on_session` arranges).
+        native_any_local_direct_submitted,
+        /// Stealable tasks queued on this shard from outside it whose
+        /// notification rang its doorbell (it was parked).
+        stealable_wake_sent,
+        /// Stealable tasks queued on this shard from outside it that needed no
+        /// doorbell of their own: the shard was awake, or one was already on
+        /// its way.
+        stealable_wake_coalesced,
+        /// Sends by this shard (from outside the runtime: counted on shard 0)
+        /// refused for another reason than backpressure: an invalid target,
+        /// or a runtime shutting down.
+        ring_msgs_failed,
+    }
+    max {
+        /// Longest run of consecutive victim scans that found nothing to steal.
+        steal_failed_streak_max,
+    }
 }
 
 impl Counters {
@@ -170,23 +203,43 @@ pub struct RuntimeStats {
     pub blocking_idle: usize,
     /// Blocking jobs queued, not yet started.
     pub blocking_queued: usize,
+    /// Per shard, by index: commands waiting in its inbox
+    /// ([`ShardStats::command_depth`]).
+    pub shard_command_depths: Vec<usize>,
+    /// Per shard, by index: native operations in flight on its ring
+    /// ([`ShardStats::pending_native_ops`]); the lane selector's input.
+    pub pending_native_ops_by_shard: Vec<usize>,
+}
+
+/// The totals read flat, as the reference crate has them:
+/// `stats.steal_attempts` is `stats.totals.steal_attempts`.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let rt = spargio::Runtime::builder().shards(2).build()?;
+/// let job = rt.handle().spawn_stealable(async { 1 })?;
+/// spargio::block_on(job)?;
+/// let stats = rt.handle().stats_snapshot();
+/// assert_eq!(stats.spawn_stealable, 1);
+/// assert_eq!(stats.shard_command_depths.len(), 2);
+/// # Ok(()) }
+/// ```
+impl std::ops::Deref for RuntimeStats {
+    type Target = CounterTotals;
+
+    fn deref(&self) -> &CounterTotals {
+        &self.totals
+    }
 }
 
 impl RuntimeStats {
     pub(crate) fn push_shard(&mut self, counters: &Counters, mut shard: ShardStats) {
         counters.add_into(&mut shard.counters);
         counters.add_into(&mut self.totals);
+        self.shard_command_depths.push(shard.command_depth);
+        self.pending_native_ops_by_shard
+            .push(shard.pending_native_ops);
         self.shards.push(shard);
-    }
-
-    /// Per-shard command (inbox) depths.
-    pub fn shard_command_depths(&self) -> Vec<usize> {
-        self.shards.iter().map(|s| s.command_depth).collect()
-    }
-
-    /// Per-shard pending native op gauges.
-    pub fn pending_native_ops_by_shard(&self) -> Vec<usize> {
-        self.shards.iter().map(|s| s.pending_native_ops).collect()
     }
 
     /// Sum of the inbox depths.

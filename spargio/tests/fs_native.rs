@@ -113,7 +113,7 @@ fn stream_ops_keep_one_lane_while_in_flight() {
             let c = NativeFd::from(c);
             drop(d);
             assert!(native.recv(&c, 8).await.unwrap().is_empty());
-            let (res, _) = native.send_owned(&c, vec![1u8; 8]).await;
+            let (res, _) = native.send_buf(&c, vec![1u8; 8]).await;
             assert_eq!(res.unwrap_err().kind(), ErrorKind::BrokenPipe);
         })
     });

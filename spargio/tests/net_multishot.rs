@@ -373,7 +373,7 @@ fn segments_registered_from_another_shard_and_sent_on_as_buffers() {
                     while let Some(seg) = segments.next_segment().await {
                         let seg = seg.unwrap();
                         n += seg.len();
-                        server.write_all_owned(seg).await.0.unwrap();
+                        server.write_all_owned(seg).await.unwrap();
                     }
                     n
                 })
@@ -465,8 +465,8 @@ fn dropping_segment_streams_mid_flow_keeps_the_socket_usable() {
                 drop(segments);
                 if streams % 3 == 0 {
                     // The plain receive path in between.
-                    let (n, _) = server.recv_owned(Vec::with_capacity(1000)).await;
-                    if n.unwrap() == 0 {
+                    let (n, _) = server.recv_owned(Vec::with_capacity(1000)).await.unwrap();
+                    if n == 0 {
                         break;
                     }
                 }
@@ -489,7 +489,7 @@ fn pools_are_unregistered_when_their_last_reference_goes() {
             // More pools than there are buffer group ids (65535): only
             // possible if each one is unregistered once dropped.
             let server = session
-                .spawn_on_session(async move {
+                .spawn_on_session(&h, async move {
                     for _ in 0..66_000 {
                         let segments = server.recv_multishot_segments_with(config).await.unwrap();
                         assert!(segments.stop().await.unwrap().is_empty());
@@ -535,8 +535,7 @@ fn stop_hands_back_what_was_received_and_leaves_the_rest_in_the_socket() {
                     got.extend_from_slice(&seg);
                 }
                 if got.len() < data.len() {
-                    let (n, buf) = server.recv_owned(Vec::with_capacity(777)).await;
-                    n.unwrap();
+                    let (_, buf) = server.recv_owned(Vec::with_capacity(777)).await.unwrap();
                     got.extend_from_slice(&buf);
                 }
                 rounds += 1;

@@ -17,23 +17,25 @@ fn echo_round_trips_bytes_across_sessions() {
         Box::pin(async move {
             let listener = TcpListener::bind_socket_addr(&h, localhost()).unwrap();
             let addr = listener.local_addr().unwrap();
+            let h2 = h.clone();
             let server = h
                 .spawn_stealable(async move {
                     for _ in 0..4 {
                         let (s, peer) = listener.accept_round_robin().await.unwrap();
                         assert!(peer.ip().is_loopback());
                         let conn = s.clone();
-                        conn.spawn_on_session(async move {
+                        conn.spawn_on_session(&h2, async move {
                             assert_eq!(
                                 spargio::ShardCtx::current().unwrap().shard_id(),
                                 s.session_shard()
                             );
                             loop {
-                                let (n, buf) = s.recv_owned(Vec::with_capacity(4096)).await;
-                                if n.unwrap() == 0 {
+                                let (n, buf) =
+                                    s.recv_owned(Vec::with_capacity(4096)).await.unwrap();
+                                if n == 0 {
                                     break;
                                 }
-                                s.write_all_owned(buf).await.0.unwrap();
+                                s.write_all_owned(buf).await.unwrap();
                             }
                         })
                         .unwrap();
@@ -58,8 +60,7 @@ fn echo_round_trips_bytes_across_sessions() {
                 let sender = h
                     .spawn_stealable(async move { tx.write_all(&m2).await.unwrap() })
                     .unwrap();
-                let (res, got) = c.read_exact_owned(vec![0u8; msg.len()]).await;
-                res.unwrap();
+                let got = c.read_exact_owned(vec![0u8; msg.len()]).await.unwrap();
                 sender.await.unwrap();
                 assert_eq!(got, msg);
                 assert_eq!(c.peer_addr().unwrap(), addr);
@@ -130,7 +131,7 @@ fn error_paths_have_the_right_kind() {
             let s = accept.await.unwrap();
             s.write_all(b"abc").await.unwrap();
             s.shutdown(Shutdown::Write).await.unwrap();
-            let (res, buf) = c.read_exact_owned(vec![0u8; 10]).await;
+            let (res, buf) = c.read_exact_buf(vec![0u8; 10]).await;
             assert_eq!(res.unwrap_err().kind(), ErrorKind::UnexpectedEof);
             assert_eq!(buf.len(), 10);
 
@@ -172,4 +173,62 @@ fn from_std_wraps_and_outside_threads_work() {
     let mut buf = [0u8; 7];
     spargio::block_on(server.read_exact(&mut buf)).unwrap();
     assert_eq!(&buf, b"outside");
+}
+
+#[test]
+fn session_spawns_take_the_runtime_handle() {
+    let other = common::runtime(1);
+    let foreign = other.handle();
+    common::on_runtime_with(3, move |h| {
+        Box::pin(async move {
+            let (client, server) = common::tcp_pair(&h).await;
+            let session = server.session_shard();
+            // Pinned to the session shard: every receive stays on its ring.
+            let s = server.clone();
+            let echo = server
+                .spawn_on_session(&h, async move {
+                    let shard = spargio::ShardCtx::current().unwrap().shard_id();
+                    let mut buf = [0u8; 5];
+                    s.read_exact(&mut buf).await.unwrap();
+                    s.write_all(&buf).await.unwrap();
+                    shard
+                })
+                .unwrap();
+            client.write_all(b"hello").await.unwrap();
+            let mut back = [0u8; 5];
+            client.read_exact(&mut back).await.unwrap();
+            assert_eq!(&back, b"hello");
+            assert_eq!(echo.await.unwrap(), session);
+
+            // Stealable, preferring the session shard; the handle may be
+            // passed by value too.
+            let s = server.clone();
+            let stealable = server
+                .spawn_stealable_on_session(h.clone(), async move {
+                    s.write_all(b"from a stealable task").await.unwrap();
+                })
+                .unwrap();
+            let mut got = vec![0u8; 21];
+            client.read_exact(&mut got).await.unwrap();
+            assert_eq!(got, b"from a stealable task");
+            stealable.await.unwrap();
+
+            // A handle of another runtime is refused: the stream's session
+            // shard is a shard of its own runtime.
+            let err = server
+                .spawn_on_session(foreign.clone(), async {})
+                .unwrap_err();
+            assert!(
+                matches!(err, spargio::RuntimeError::ForeignHandle),
+                "{err:?}"
+            );
+            let err = server
+                .spawn_stealable_on_session(&foreign, async {})
+                .unwrap_err();
+            assert!(
+                matches!(err, spargio::RuntimeError::ForeignHandle),
+                "{err:?}"
+            );
+        })
+    });
 }

@@ -29,7 +29,11 @@ where
 
 /// Creates the directory `path` (mode `0o777` before the umask).
 /// `AlreadyExists` if it exists; `NotFound` if the parent does not.
-pub async fn create_dir(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<()> {
+pub async fn create_dir(
+    handle: impl AsRef<RuntimeHandle>,
+    path: impl AsRef<Path>,
+) -> io::Result<()> {
+    let handle = handle.as_ref();
     let path = path.as_ref();
     let op = MkDirAt {
         path: path_cstring(path)?,
@@ -42,7 +46,11 @@ pub async fn create_dir(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::R
 /// Creates `path` and every missing parent; an existing directory is fine.
 /// Each level is one native `MKDIRAT`; paths with `.` or `..` components
 /// are resolved by `std::fs::create_dir_all` on the blocking pool instead.
-pub async fn create_dir_all(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<()> {
+pub async fn create_dir_all(
+    handle: impl AsRef<RuntimeHandle>,
+    path: impl AsRef<Path>,
+) -> io::Result<()> {
+    let handle = handle.as_ref();
     let path = path.as_ref();
     let plain = path
         .components()
@@ -86,7 +94,11 @@ pub async fn create_dir_all(handle: &RuntimeHandle, path: impl AsRef<Path>) -> i
 }
 
 /// Removes the file (or symlink) `path`. `IsADirectory` for a directory.
-pub async fn remove_file(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<()> {
+pub async fn remove_file(
+    handle: impl AsRef<RuntimeHandle>,
+    path: impl AsRef<Path>,
+) -> io::Result<()> {
+    let handle = handle.as_ref();
     let path = path.as_ref();
     let op = UnlinkAt {
         path: path_cstring(path)?,
@@ -98,7 +110,11 @@ pub async fn remove_file(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::
 
 /// Removes the empty directory `path`. `DirectoryNotEmpty` if it has
 /// entries; `NotADirectory` for a file.
-pub async fn remove_dir(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<()> {
+pub async fn remove_dir(
+    handle: impl AsRef<RuntimeHandle>,
+    path: impl AsRef<Path>,
+) -> io::Result<()> {
+    let handle = handle.as_ref();
     let path = path.as_ref();
     let op = UnlinkAt {
         path: path_cstring(path)?,
@@ -110,10 +126,11 @@ pub async fn remove_dir(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::R
 
 /// Renames `from` to `to`, replacing `to` if it exists (as `rename(2)`).
 pub async fn rename(
-    handle: &RuntimeHandle,
+    handle: impl AsRef<RuntimeHandle>,
     from: impl AsRef<Path>,
     to: impl AsRef<Path>,
 ) -> io::Result<()> {
+    let handle = handle.as_ref();
     let (from, to) = (from.as_ref(), to.as_ref());
     let op = RenameAt {
         from: path_cstring(from)?,
@@ -125,10 +142,11 @@ pub async fn rename(
 
 /// Creates the hard link `link` to `original`.
 pub async fn hard_link(
-    handle: &RuntimeHandle,
+    handle: impl AsRef<RuntimeHandle>,
     original: impl AsRef<Path>,
     link: impl AsRef<Path>,
 ) -> io::Result<()> {
+    let handle = handle.as_ref();
     let (original, link) = (original.as_ref(), link.as_ref());
     let op = LinkAt {
         original: path_cstring(original)?,
@@ -140,10 +158,11 @@ pub async fn hard_link(
 
 /// Creates the symlink `link` pointing at `target` (which need not exist).
 pub async fn symlink(
-    handle: &RuntimeHandle,
+    handle: impl AsRef<RuntimeHandle>,
     target: impl AsRef<Path>,
     link: impl AsRef<Path>,
 ) -> io::Result<()> {
+    let handle = handle.as_ref();
     let (target, link) = (target.as_ref(), link.as_ref());
     let op = SymlinkAt {
         target: path_cstring(target)?,

@@ -265,10 +265,11 @@ impl DuSummary {
 /// # })).unwrap();
 /// ```
 pub async fn du(
-    handle: &RuntimeHandle,
+    handle: impl AsRef<RuntimeHandle>,
     path: impl AsRef<Path>,
     options: DuOptions,
 ) -> io::Result<DuSummary> {
+    let handle = handle.as_ref();
     let root = path.as_ref();
     let c_root = path_cstring(root)?;
     let follow = options.follow();

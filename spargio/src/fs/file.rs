@@ -51,12 +51,20 @@ pub struct File {
 
 impl File {
     /// Opens `path` read-only.
-    pub async fn open(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<File> {
+    pub async fn open(
+        handle: impl AsRef<RuntimeHandle>,
+        path: impl AsRef<Path>,
+    ) -> io::Result<File> {
+        let handle = handle.as_ref();
         OpenOptions::new().read(true).open(handle, path).await
     }
 
     /// Opens `path` for writing, creating it or truncating it.
-    pub async fn create(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<File> {
+    pub async fn create(
+        handle: impl AsRef<RuntimeHandle>,
+        path: impl AsRef<Path>,
+    ) -> io::Result<File> {
+        let handle = handle.as_ref();
         OpenOptions::new()
             .write(true)
             .create(true)
@@ -66,7 +74,8 @@ impl File {
     }
 
     /// Wraps a file opened by the standard library.
-    pub fn from_std(handle: &RuntimeHandle, file: std::fs::File) -> File {
+    pub fn from_std(handle: impl AsRef<RuntimeHandle>, file: std::fs::File) -> File {
+        let handle = handle.as_ref();
         File::from_owned_fd(handle, OwnedFd::from(file))
     }
 

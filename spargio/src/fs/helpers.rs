@@ -7,7 +7,11 @@ use super::{blocking, File};
 use crate::RuntimeHandle;
 
 /// Reads the whole file at `path` (open, read, close; all native).
-pub async fn read(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+pub async fn read(
+    handle: impl AsRef<RuntimeHandle>,
+    path: impl AsRef<Path>,
+) -> io::Result<Vec<u8>> {
+    let handle = handle.as_ref();
     let file = File::open(handle, path).await?;
     let data = file.read_to_end_at(0).await?;
     file.close().await?;
@@ -15,7 +19,11 @@ pub async fn read(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<
 }
 
 /// Reads the whole file at `path` as UTF-8; `InvalidData` if it is not.
-pub async fn read_to_string(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<String> {
+pub async fn read_to_string(
+    handle: impl AsRef<RuntimeHandle>,
+    path: impl AsRef<Path>,
+) -> io::Result<String> {
+    let handle = handle.as_ref();
     let data = read(handle, path).await?;
     String::from_utf8(data).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
@@ -23,10 +31,11 @@ pub async fn read_to_string(handle: &RuntimeHandle, path: impl AsRef<Path>) -> i
 /// Writes `contents` to `path`, creating or truncating it (open, write,
 /// close; all native).
 pub async fn write(
-    handle: &RuntimeHandle,
+    handle: impl AsRef<RuntimeHandle>,
     path: impl AsRef<Path>,
     contents: impl AsRef<[u8]>,
 ) -> io::Result<()> {
+    let handle = handle.as_ref();
     let file = File::create(handle, path).await?;
     file.write_all_at(0, contents.as_ref()).await?;
     file.close().await
@@ -34,7 +43,11 @@ pub async fn write(
 
 /// The absolute path with symlinks resolved. Runs `std::fs::canonicalize`
 /// on the blocking pool: io_uring has no opcode for it.
-pub async fn canonicalize(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<PathBuf> {
+pub async fn canonicalize(
+    handle: impl AsRef<RuntimeHandle>,
+    path: impl AsRef<Path>,
+) -> io::Result<PathBuf> {
+    let handle = handle.as_ref();
     let path = path.as_ref().to_owned();
     blocking(handle, move || std::fs::canonicalize(path)).await
 }
@@ -42,10 +55,11 @@ pub async fn canonicalize(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io:
 /// Changes permissions. Runs `std::fs::set_permissions` on the blocking
 /// pool: io_uring has no `chmod` opcode.
 pub async fn set_permissions(
-    handle: &RuntimeHandle,
+    handle: impl AsRef<RuntimeHandle>,
     path: impl AsRef<Path>,
     perm: std::fs::Permissions,
 ) -> io::Result<()> {
+    let handle = handle.as_ref();
     let path = path.as_ref().to_owned();
     blocking(handle, move || std::fs::set_permissions(path, perm)).await
 }

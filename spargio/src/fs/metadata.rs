@@ -123,7 +123,11 @@ impl Metadata {
 }
 
 /// Metadata of `path`, following symlinks (`IORING_OP_STATX`).
-pub async fn metadata(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<Metadata> {
+pub async fn metadata(
+    handle: impl AsRef<RuntimeHandle>,
+    path: impl AsRef<Path>,
+) -> io::Result<Metadata> {
+    let handle = handle.as_ref();
     let path = path_cstring(path.as_ref())?;
     let raw = statx_lane(handle, Lane::Current, path, StatxOptions::default()).await?;
     Ok(Metadata { raw })
@@ -132,9 +136,10 @@ pub async fn metadata(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Res
 /// Metadata of `path` itself, not following a final symlink
 /// (`IORING_OP_STATX` with `AT_SYMLINK_NOFOLLOW`).
 pub async fn symlink_metadata(
-    handle: &RuntimeHandle,
+    handle: impl AsRef<RuntimeHandle>,
     path: impl AsRef<Path>,
 ) -> io::Result<Metadata> {
+    let handle = handle.as_ref();
     let path = path_cstring(path.as_ref())?;
     let options = StatxOptions::default().follow_symlinks(false);
     let raw = statx_lane(handle, Lane::Current, path, options).await?;
@@ -144,8 +149,9 @@ pub async fn symlink_metadata(
 /// The statx record of `path` (following symlinks): native `STATX`, with a
 /// blocking-pool `std::fs::metadata` fallback on kernels without it.
 pub async fn metadata_lite(
-    handle: &RuntimeHandle,
+    handle: impl AsRef<RuntimeHandle>,
     path: impl AsRef<Path>,
 ) -> io::Result<StatxMetadata> {
+    let handle = handle.as_ref();
     statx_or_metadata(handle, path).await
 }

@@ -144,7 +144,12 @@ impl OpenOptions {
     }
 
     /// Opens `path` with these options through `IORING_OP_OPENAT`.
-    pub async fn open(&self, handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<File> {
+    pub async fn open(
+        &self,
+        handle: impl AsRef<RuntimeHandle>,
+        path: impl AsRef<Path>,
+    ) -> io::Result<File> {
+        let handle = handle.as_ref();
         let flags = self.flags()?;
         let path = path_cstring(path.as_ref())?;
         let op = OpenAt {

@@ -147,7 +147,11 @@ impl Stream for ReadDir {
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # })).unwrap();
 /// ```
-pub async fn read_dir(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<ReadDir> {
+pub async fn read_dir(
+    handle: impl AsRef<RuntimeHandle>,
+    path: impl AsRef<Path>,
+) -> io::Result<ReadDir> {
+    let handle = handle.as_ref();
     let path = path.as_ref().to_owned();
     let (dir, first) = blocking(handle, move || Ok(fetch(RawDir::open(&path, true)?))).await?;
     let (entries, progress) = first?;

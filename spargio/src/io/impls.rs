@@ -18,7 +18,7 @@ macro_rules! stream_impls {
                 &mut self,
                 buf: B,
             ) -> impl Future<Output = BufResult<usize, B>> + Send {
-                <$ty>::recv_owned(self, buf)
+                <$ty>::recv_buf(self, buf)
             }
         }
 
@@ -27,7 +27,7 @@ macro_rules! stream_impls {
                 &mut self,
                 buf: B,
             ) -> impl Future<Output = BufResult<usize, B>> + Send {
-                <$ty>::recv_owned(*self, buf)
+                <$ty>::recv_buf(*self, buf)
             }
         }
 
@@ -36,7 +36,7 @@ macro_rules! stream_impls {
                 &mut self,
                 buf: B,
             ) -> impl Future<Output = BufResult<usize, B>> + Send {
-                <$ty>::send_owned(self, buf)
+                <$ty>::send_buf(self, buf)
             }
             fn flush(&mut self) -> impl Future<Output = io::Result<()>> + Send {
                 ready(Ok(()))
@@ -51,7 +51,7 @@ macro_rules! stream_impls {
                 &mut self,
                 buf: B,
             ) -> impl Future<Output = BufResult<usize, B>> + Send {
-                <$ty>::send_owned(*self, buf)
+                <$ty>::send_buf(*self, buf)
             }
             fn flush(&mut self) -> impl Future<Output = io::Result<()>> + Send {
                 ready(Ok(()))

@@ -28,11 +28,19 @@ pub(crate) fn send_all(
     target: ShardId,
     msgs: &[(u16, u32)],
 ) -> Result<(), SendError> {
-    if target >= shared.shard_count() {
-        return Err(SendError::InvalidShard(target));
-    }
-    if shared.is_closing() {
-        return Err(SendError::Closed);
+    let refused = if target >= shared.shard_count() {
+        Some(SendError::InvalidShard(target))
+    } else if shared.is_closing() {
+        Some(SendError::Closed)
+    } else {
+        None
+    };
+    if let Some(err) = refused {
+        // Counted on the sender's shard; shard 0 stands in for threads
+        // outside the runtime.
+        let source = context::current_shard(shared).unwrap_or(0);
+        Counters::bump_shared(&shared.shards[source].counters.ring_msgs_failed);
+        return Err(err);
     }
     if msgs.is_empty() {
         return Ok(());

@@ -206,9 +206,10 @@ impl DirEntry {
 /// # })).unwrap();
 /// ```
 pub async fn read_dir_entries(
-    handle: &RuntimeHandle,
+    handle: impl AsRef<RuntimeHandle>,
     path: impl AsRef<Path>,
 ) -> io::Result<Vec<DirEntry>> {
+    let handle = handle.as_ref();
     let path = path.as_ref().to_owned();
     blocking(handle, move || {
         let mut dir = RawDir::open(&path, true)?;

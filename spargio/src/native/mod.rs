@@ -196,25 +196,42 @@ impl UringNativeAny {
     /// Receives up to `len` bytes from a socket into a new buffer. Empty
     /// means the peer closed its side.
     pub async fn recv(&self, fd: &NativeFd, len: usize) -> io::Result<Vec<u8>> {
-        let (res, buf) = self.recv_owned(fd, Vec::with_capacity(len)).await;
+        let (res, buf) = self.recv_buf(fd, Vec::with_capacity(len)).await;
         res.map(|_| buf)
     }
 
     /// Receives into `buf` (from its first byte up to its capacity);
-    /// returns the count and the buffer.
-    pub async fn recv_owned<B: IoBufMut>(&self, fd: &NativeFd, buf: B) -> BufResult<usize, B> {
+    /// returns the count and the buffer. On error the buffer is dropped:
+    /// [`recv_buf`](Self::recv_buf) keeps it.
+    pub async fn recv_owned<B: IoBufMut>(&self, fd: &NativeFd, buf: B) -> io::Result<(usize, B)> {
+        let (res, buf) = self.recv_buf(fd, buf).await;
+        res.map(|n| (n, buf))
+    }
+
+    /// [`recv_owned`](Self::recv_owned), handing the buffer back whatever
+    /// happens ([`BufResult`]): the form for loops that reuse one buffer.
+    pub async fn recv_buf<B: IoBufMut>(&self, fd: &NativeFd, buf: B) -> BufResult<usize, B> {
         let (_lease, stream) = self.leased_stream(fd);
         stream.recv_owned(buf).await
     }
 
     /// Sends a copy of `data` (once; the count may be short).
     pub async fn send(&self, fd: &NativeFd, data: &[u8]) -> io::Result<usize> {
-        self.send_owned(fd, data.to_vec()).await.0
+        self.send_buf(fd, data.to_vec()).await.0
     }
 
     /// Sends `buf`'s bytes (once; the count may be short); returns the
     /// count and the buffer. A closed peer is `BrokenPipe` (no `SIGPIPE`).
-    pub async fn send_owned<B: IoBuf>(&self, fd: &NativeFd, buf: B) -> BufResult<usize, B> {
+    /// On error the buffer is dropped: [`send_buf`](Self::send_buf) keeps
+    /// it.
+    pub async fn send_owned<B: IoBuf>(&self, fd: &NativeFd, buf: B) -> io::Result<(usize, B)> {
+        let (res, buf) = self.send_buf(fd, buf).await;
+        res.map(|n| (n, buf))
+    }
+
+    /// [`send_owned`](Self::send_owned), handing the buffer back whatever
+    /// happens ([`BufResult`]).
+    pub async fn send_buf<B: IoBuf>(&self, fd: &NativeFd, buf: B) -> BufResult<usize, B> {
         let (_lease, stream) = self.leased_stream(fd);
         stream.send_owned(buf).await
     }

@@ -223,9 +223,10 @@ pub async fn statx_on_shard(
 /// (`EINVAL`, `ENOSYS`, `EOPNOTSUPP`), `std::fs::metadata` on the blocking
 /// pool instead.
 pub async fn statx_or_metadata(
-    handle: &RuntimeHandle,
+    handle: impl AsRef<RuntimeHandle>,
     path: impl AsRef<Path>,
 ) -> io::Result<StatxMetadata> {
+    let handle = handle.as_ref();
     let path = path.as_ref();
     let c = path_cstring(path)?;
     match statx_lane(handle, Lane::Current, c, StatxOptions::default()).await {

@@ -7,6 +7,17 @@
 //! runs. [`TcpStream::spawn_on_session`] pins a task to the session shard,
 //! so a hot per-stream loop never crosses shards.
 //!
+//! Owned-buffer I/O comes in two forms. The `*_owned` methods
+//! (`recv_owned`, `send_owned`, `write_all_owned`, `read_exact_owned`, and
+//! the datagram ones) return `io::Result<(usize, B)>` or `io::Result<B>`:
+//! made for `?`, they drop the buffer when the operation fails. The
+//! `*_buf` methods (`recv_buf`, `send_buf`, `write_all_buf`,
+//! `read_exact_buf`, ...) are the same operations returning a
+//! [`BufResult`](crate::buf::BufResult), which hands the buffer back in
+//! every case: use them in loops that reuse one buffer across errors and
+//! retries, or for buffers too valuable to lose (pooled, registered). The
+//! [`io`](crate::io) traits are built on the `*_buf` form.
+//!
 //! Setup uses io_uring opcodes where the kernel has them (`SOCKET`,
 //! `CONNECT`, `ACCEPT`, `SHUTDOWN`); `bind` and `listen` are immediate
 //! syscalls through `socket2`. Host names are resolved on the blocking

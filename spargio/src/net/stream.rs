@@ -9,6 +9,7 @@ use crate::op::recv::Recv;
 use crate::op::send::{send_now, Send as SendOp};
 use crate::op::shutdown::Shutdown;
 use crate::op::{Lane, Op, OpKind, SharedFd};
+use crate::stats::Counters;
 use crate::task::{JoinHandle, ShardId};
 use crate::{RuntimeError, RuntimeHandle};
 
@@ -22,7 +23,13 @@ pub(crate) struct StreamCore {
 
 impl StreamCore {
     fn submit<K: OpKind>(&self, op: K) -> Op<K> {
-        Op::submit(&self.handle.shared, Lane::Shard(self.session), op)
+        let shared = &self.handle.shared;
+        if crate::runtime::context::current_shard(shared) == Some(self.session) {
+            // Issued on the session shard: it goes straight into the ring.
+            let counters = &shared.shards[self.session].counters;
+            Counters::bump_shared(&counters.native_any_local_direct_submitted);
+        }
+        Op::submit(shared, Lane::Shard(self.session), op)
     }
 
     pub(crate) async fn send_owned<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
@@ -112,23 +119,40 @@ impl StreamCore {
         .await
     }
 
-    pub(crate) fn spawn_on_session<F>(&self, fut: F) -> Result<JoinHandle<F::Output>, RuntimeError>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.handle.spawn_pinned(self.session, fut)
+    /// `handle` must be this stream's runtime: the session shard is one
+    /// of its shards.
+    fn check_handle(&self, handle: &RuntimeHandle) -> Result<(), RuntimeError> {
+        if std::sync::Arc::ptr_eq(&handle.shared, &self.handle.shared) {
+            Ok(())
+        } else {
+            Err(RuntimeError::ForeignHandle)
+        }
     }
 
-    pub(crate) fn spawn_stealable_on_session<F>(
+    pub(crate) fn spawn_on_session<F>(
         &self,
+        handle: &RuntimeHandle,
         fut: F,
     ) -> Result<JoinHandle<F::Output>, RuntimeError>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.handle.spawn_stealable_on(self.session, fut)
+        self.check_handle(handle)?;
+        handle.spawn_pinned(self.session, fut)
+    }
+
+    pub(crate) fn spawn_stealable_on_session<F>(
+        &self,
+        handle: &RuntimeHandle,
+        fut: F,
+    ) -> Result<JoinHandle<F::Output>, RuntimeError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.check_handle(handle)?;
+        handle.spawn_stealable_on(self.session, fut)
     }
 }
 
@@ -175,22 +199,47 @@ macro_rules! stream_methods {
             self.core.recv(len).await
         }
 
-        /// Sends `buf`'s bytes (once; the count may be short) and returns
-        /// the buffer. A closed peer is `BrokenPipe` (never `SIGPIPE`).
+        /// Sends `buf`'s bytes (once; the count may be short); returns the
+        /// count and the buffer. A closed peer is `BrokenPipe` (never
+        /// `SIGPIPE`). On error the buffer is dropped: to keep it, use
+        /// [`send_buf`](Self::send_buf).
         pub async fn send_owned<B: crate::buf::IoBuf>(
             &self,
             buf: B,
-        ) -> crate::buf::BufResult<usize, B> {
-            self.core.send_owned(buf).await
+        ) -> std::io::Result<(usize, B)> {
+            let (res, buf) = self.core.send_owned(buf).await;
+            res.map(|n| (n, buf))
         }
 
         /// Receives into `buf`, from its first byte up to its capacity;
-        /// returns the count (0: the peer closed) and the buffer.
+        /// returns the count (0: the peer closed) and the buffer. On error
+        /// the buffer is dropped: to keep it, use
+        /// [`recv_buf`](Self::recv_buf).
         pub async fn recv_owned<B: crate::buf::IoBufMut>(
             &self,
             buf: B,
-        ) -> crate::buf::BufResult<usize, B> {
-            self.core.recv_owned(buf).await
+        ) -> std::io::Result<(usize, B)> {
+            let (res, buf) = self.core.recv_owned(buf).await;
+            res.map(|n| (n, buf))
+        }
+
+        /// Sends all of `buf`'s bytes, retrying short sends; returns the
+        /// buffer. On error the buffer is dropped: to keep it, use
+        /// [`write_all_buf`](Self::write_all_buf).
+        pub async fn write_all_owned<B: crate::buf::IoBuf>(&self, buf: B) -> std::io::Result<B> {
+            let (res, buf) = self.core.write_all_owned(buf).await;
+            res.map(|()| buf)
+        }
+
+        /// Fills `buf` to its capacity and returns it; `UnexpectedEof` if
+        /// the peer closes first. On error the buffer is dropped: to keep
+        /// it, use [`read_exact_buf`](Self::read_exact_buf).
+        pub async fn read_exact_owned<B: crate::buf::IoBufMut>(
+            &self,
+            buf: B,
+        ) -> std::io::Result<B> {
+            let (res, buf) = self.core.read_exact_owned(buf).await;
+            res.map(|()| buf)
         }
 
         /// Sends all of `data`, retrying short sends.
@@ -203,18 +252,61 @@ macro_rules! stream_methods {
             self.core.read_exact(out).await
         }
 
-        /// Sends all of `buf`'s bytes, retrying short sends; returns the
-        /// buffer.
-        pub async fn write_all_owned<B: crate::buf::IoBuf>(
+        /// [`send_owned`](Self::send_owned) that hands the buffer back
+        /// whatever happens ([`BufResult`](crate::buf::BufResult)).
+        ///
+        /// The `*_buf` methods are the primitives: use them in loops that
+        /// reuse one buffer, or wherever a failed operation must not cost
+        /// the buffer (a pooled or registered one). The `*_owned` methods
+        /// are the same operations shaped for `?`.
+        pub async fn send_buf<B: crate::buf::IoBuf>(
+            &self,
+            buf: B,
+        ) -> crate::buf::BufResult<usize, B> {
+            self.core.send_owned(buf).await
+        }
+
+        /// [`recv_owned`](Self::recv_owned) that hands the buffer back
+        /// whatever happens ([`BufResult`](crate::buf::BufResult)).
+        ///
+        /// ```
+        /// # spargio::block_on(spargio::run(|handle| async move {
+        /// let (a, b) = spargio::net::UnixStream::pair(&handle).unwrap();
+        /// a.write_all(b"one buffer, many receives").await.unwrap();
+        /// drop(a);
+        /// let (mut buf, mut got) = (Vec::with_capacity(4), Vec::new());
+        /// loop {
+        ///     buf.clear();
+        ///     let (res, back) = b.recv_buf(buf).await;
+        ///     buf = back;
+        ///     match res.unwrap() {
+        ///         0 => break,
+        ///         _ => got.extend_from_slice(&buf),
+        ///     }
+        /// }
+        /// assert_eq!(got, b"one buffer, many receives");
+        /// # })).unwrap();
+        /// ```
+        pub async fn recv_buf<B: crate::buf::IoBufMut>(
+            &self,
+            buf: B,
+        ) -> crate::buf::BufResult<usize, B> {
+            self.core.recv_owned(buf).await
+        }
+
+        /// [`write_all_owned`](Self::write_all_owned) that hands the
+        /// buffer back whatever happens.
+        pub async fn write_all_buf<B: crate::buf::IoBuf>(
             &self,
             buf: B,
         ) -> crate::buf::BufResult<(), B> {
             self.core.write_all_owned(buf).await
         }
 
-        /// Fills `buf` to its capacity; `UnexpectedEof` if the peer closes
-        /// first. Returns the buffer either way.
-        pub async fn read_exact_owned<B: crate::buf::IoBufMut>(
+        /// [`read_exact_owned`](Self::read_exact_owned) that hands the
+        /// buffer back whatever happens (on `UnexpectedEof`, with the bytes
+        /// that did arrive at its start).
+        pub async fn read_exact_buf<B: crate::buf::IoBufMut>(
             &self,
             buf: B,
         ) -> crate::buf::BufResult<(), B> {
@@ -260,29 +352,51 @@ macro_rules! stream_methods {
 
         /// Spawns `fut` pinned to the session shard: the stream's
         /// operations then never leave the shard (best for a hot
-        /// per-stream loop).
+        /// per-stream loop). `handle` (by value or by reference) must be
+        /// the stream's runtime, else `RuntimeError::ForeignHandle`.
+        ///
+        /// ```
+        /// # spargio::block_on(spargio::run(|handle| async move {
+        /// use spargio::net::{TcpListener, TcpStream};
+        ///
+        /// let listener = TcpListener::bind(&handle, "127.0.0.1:0").await.unwrap();
+        /// let client = TcpStream::connect(&handle, listener.local_addr().unwrap()).await.unwrap();
+        /// let (conn, _) = listener.accept_round_robin().await.unwrap();
+        /// let session = conn.session_shard();
+        /// let on = conn.clone().spawn_on_session(&handle, async move {
+        ///     let data = conn.recv(16).await.unwrap();
+        ///     (spargio::ShardCtx::current().unwrap().shard_id(), data)
+        /// }).unwrap();
+        /// client.write_all(b"ping").await.unwrap();
+        /// assert_eq!(on.await.unwrap(), (session, b"ping".to_vec()));
+        /// # })).unwrap();
+        /// ```
         pub fn spawn_on_session<F>(
             &self,
+            handle: impl AsRef<crate::RuntimeHandle>,
             fut: F,
         ) -> Result<crate::task::JoinHandle<F::Output>, crate::RuntimeError>
         where
             F: std::future::Future + Send + 'static,
             F::Output: Send + 'static,
         {
-            self.core.spawn_on_session(fut)
+            self.core.spawn_on_session(handle.as_ref(), fut)
         }
 
         /// Spawns `fut` stealable, preferring the session shard (for when
-        /// CPU work after the I/O dominates).
+        /// CPU work after the I/O dominates): it starts there unless that
+        /// shard is clearly busier, and idle shards may steal it. `handle`
+        /// must be the stream's runtime, else `RuntimeError::ForeignHandle`.
         pub fn spawn_stealable_on_session<F>(
             &self,
+            handle: impl AsRef<crate::RuntimeHandle>,
             fut: F,
         ) -> Result<crate::task::JoinHandle<F::Output>, crate::RuntimeError>
         where
             F: std::future::Future + Send + 'static,
             F::Output: Send + 'static,
         {
-            self.core.spawn_stealable_on_session(fut)
+            self.core.spawn_stealable_on_session(handle.as_ref(), fut)
         }
     };
 }

@@ -61,28 +61,33 @@ impl TcpStream {
 
     /// Connects to `addr` (a literal or a host name, resolved on the
     /// blocking pool), session on the calling shard.
-    pub async fn connect<A>(handle: &RuntimeHandle, addr: A) -> io::Result<TcpStream>
+    pub async fn connect<A>(handle: impl AsRef<RuntimeHandle>, addr: A) -> io::Result<TcpStream>
     where
         A: ToSocketAddrs + Send + 'static,
         A::Iter: Send,
     {
+        let handle = handle.as_ref();
         TcpStream::connect_with_session_policy(handle, addr, StreamSessionPolicy::default()).await
     }
 
     /// [`connect`](TcpStream::connect) with the next shard in rotation as
     /// the session shard.
-    pub async fn connect_round_robin<A>(handle: &RuntimeHandle, addr: A) -> io::Result<TcpStream>
+    pub async fn connect_round_robin<A>(
+        handle: impl AsRef<RuntimeHandle>,
+        addr: A,
+    ) -> io::Result<TcpStream>
     where
         A: ToSocketAddrs + Send + 'static,
         A::Iter: Send,
     {
+        let handle = handle.as_ref();
         TcpStream::connect_with_session_policy(handle, addr, StreamSessionPolicy::RoundRobin).await
     }
 
     /// [`connect`](TcpStream::connect) with an explicit session policy.
     /// Each resolved address is tried in turn.
     pub async fn connect_with_session_policy<A>(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         addr: A,
         policy: StreamSessionPolicy,
     ) -> io::Result<TcpStream>
@@ -90,6 +95,7 @@ impl TcpStream {
         A: ToSocketAddrs + Send + 'static,
         A::Iter: Send,
     {
+        let handle = handle.as_ref();
         let addrs = resolve(handle, addr).await?;
         first_ok(addrs, |a| {
             TcpStream::connect_socket_addr_with_session_policy(handle, a, policy)
@@ -100,9 +106,10 @@ impl TcpStream {
     /// Connects to `addr` (no name resolution), session on the calling
     /// shard: `IORING_OP_SOCKET` then `IORING_OP_CONNECT`.
     pub async fn connect_socket_addr(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         addr: SocketAddr,
     ) -> io::Result<TcpStream> {
+        let handle = handle.as_ref();
         TcpStream::connect_socket_addr_with_session_policy(
             handle,
             addr,
@@ -114,9 +121,10 @@ impl TcpStream {
     /// [`connect_socket_addr`](TcpStream::connect_socket_addr) with the
     /// next shard in rotation as the session shard.
     pub async fn connect_socket_addr_round_robin(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         addr: SocketAddr,
     ) -> io::Result<TcpStream> {
+        let handle = handle.as_ref();
         TcpStream::connect_socket_addr_with_session_policy(
             handle,
             addr,
@@ -128,10 +136,11 @@ impl TcpStream {
     /// [`connect_socket_addr`](TcpStream::connect_socket_addr) with an
     /// explicit session policy.
     pub async fn connect_socket_addr_with_session_policy(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         addr: SocketAddr,
         policy: StreamSessionPolicy,
     ) -> io::Result<TcpStream> {
+        let handle = handle.as_ref();
         let session = policy.pick(handle)?;
         let fd = socket(handle, session, Domain::for_address(addr), Type::STREAM).await?;
         let fd = SharedFd::new(fd);
@@ -148,7 +157,7 @@ impl TcpStream {
     /// Opens `n` connections to `addr`, their session shards chosen by
     /// `policy` (round-robin spreads them over every shard).
     pub async fn connect_many_with_session_policy<A>(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         addr: A,
         n: usize,
         policy: StreamSessionPolicy,
@@ -157,6 +166,7 @@ impl TcpStream {
         A: ToSocketAddrs + Send + 'static,
         A::Iter: Send,
     {
+        let handle = handle.as_ref();
         let addrs = resolve(handle, addr).await?;
         let mut out = Vec::with_capacity(n);
         for session in policy.pick_many(handle, n)? {
@@ -176,7 +186,7 @@ impl TcpStream {
     /// `n` connections spread round-robin over the shards: consecutive
     /// turns of the rotation, so `n ≥ shards` covers every shard.
     pub async fn connect_many_round_robin<A>(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         addr: A,
         n: usize,
     ) -> io::Result<Vec<TcpStream>>
@@ -184,6 +194,7 @@ impl TcpStream {
         A: ToSocketAddrs + Send + 'static,
         A::Iter: Send,
     {
+        let handle = handle.as_ref();
         TcpStream::connect_many_with_session_policy(
             handle,
             addr,
@@ -195,11 +206,12 @@ impl TcpStream {
 
     /// `n` connections to `addr` (no name resolution), sessions by `policy`.
     pub async fn connect_many_socket_addr_with_session_policy(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         addr: SocketAddr,
         n: usize,
         policy: StreamSessionPolicy,
     ) -> io::Result<Vec<TcpStream>> {
+        let handle = handle.as_ref();
         let mut out = Vec::with_capacity(n);
         for session in policy.pick_many(handle, n)? {
             let fixed = StreamSessionPolicy::Fixed(session);
@@ -212,10 +224,11 @@ impl TcpStream {
 
     /// `n` connections to `addr` (no name resolution), round-robin.
     pub async fn connect_many_socket_addr_round_robin(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         addr: SocketAddr,
         n: usize,
     ) -> io::Result<Vec<TcpStream>> {
+        let handle = handle.as_ref();
         TcpStream::connect_many_socket_addr_with_session_policy(
             handle,
             addr,
@@ -226,16 +239,21 @@ impl TcpStream {
     }
 
     /// Wraps a connected std stream (session on the calling shard).
-    pub fn from_std(handle: &RuntimeHandle, stream: std::net::TcpStream) -> io::Result<TcpStream> {
+    pub fn from_std(
+        handle: impl AsRef<RuntimeHandle>,
+        stream: std::net::TcpStream,
+    ) -> io::Result<TcpStream> {
+        let handle = handle.as_ref();
         TcpStream::from_std_with_session_policy(handle, stream, StreamSessionPolicy::default())
     }
 
     /// Wraps a connected std stream with an explicit session policy.
     pub fn from_std_with_session_policy(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         stream: std::net::TcpStream,
         policy: StreamSessionPolicy,
     ) -> io::Result<TcpStream> {
+        let handle = handle.as_ref();
         let session = policy.pick(handle)?;
         Ok(TcpStream::from_parts(
             handle,
@@ -296,11 +314,12 @@ pub struct TcpListener {
 impl TcpListener {
     /// Binds to `addr` (resolved on the blocking pool; the first address
     /// that binds wins) and listens. `SO_REUSEADDR` is set, as std does.
-    pub async fn bind<A>(handle: &RuntimeHandle, addr: A) -> io::Result<TcpListener>
+    pub async fn bind<A>(handle: impl AsRef<RuntimeHandle>, addr: A) -> io::Result<TcpListener>
     where
         A: ToSocketAddrs + Send + 'static,
         A::Iter: Send,
     {
+        let handle = handle.as_ref();
         let addrs = resolve(handle, addr).await?;
         first_ok(addrs, |a| async move {
             TcpListener::bind_socket_addr(handle, a)
@@ -311,7 +330,11 @@ impl TcpListener {
     /// Binds to `addr` (no name resolution) and listens. `socket`, `bind`
     /// and `listen` are immediate syscalls (the ring's `BIND`/`LISTEN`
     /// opcodes need Linux 6.11); `AddrInUse` if the port is taken.
-    pub fn bind_socket_addr(handle: &RuntimeHandle, addr: SocketAddr) -> io::Result<TcpListener> {
+    pub fn bind_socket_addr(
+        handle: impl AsRef<RuntimeHandle>,
+        addr: SocketAddr,
+    ) -> io::Result<TcpListener> {
+        let handle = handle.as_ref();
         let socket = socket2::Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
         socket.set_reuse_address(true)?;
         socket.bind(&addr.into())?;
@@ -323,7 +346,11 @@ impl TcpListener {
     }
 
     /// Wraps a bound, listening std listener.
-    pub fn from_std(handle: &RuntimeHandle, listener: std::net::TcpListener) -> TcpListener {
+    pub fn from_std(
+        handle: impl AsRef<RuntimeHandle>,
+        listener: std::net::TcpListener,
+    ) -> TcpListener {
+        let handle = handle.as_ref();
         TcpListener {
             fd: SharedFd::new(OwnedFd::from(listener)),
             handle: handle.clone(),

@@ -38,11 +38,12 @@ pub struct UdpSocket {
 impl UdpSocket {
     /// Binds to `addr` (resolved on the blocking pool; the first address
     /// that binds wins).
-    pub async fn bind<A>(handle: &RuntimeHandle, addr: A) -> io::Result<UdpSocket>
+    pub async fn bind<A>(handle: impl AsRef<RuntimeHandle>, addr: A) -> io::Result<UdpSocket>
     where
         A: ToSocketAddrs + Send + 'static,
         A::Iter: Send,
     {
+        let handle = handle.as_ref();
         let addrs = resolve(handle, addr).await?;
         first_ok(
             addrs,
@@ -52,14 +53,22 @@ impl UdpSocket {
     }
 
     /// Binds to `addr` without name resolution.
-    pub fn bind_socket_addr(handle: &RuntimeHandle, addr: SocketAddr) -> io::Result<UdpSocket> {
+    pub fn bind_socket_addr(
+        handle: impl AsRef<RuntimeHandle>,
+        addr: SocketAddr,
+    ) -> io::Result<UdpSocket> {
+        let handle = handle.as_ref();
         let socket = socket2::Socket::new(Domain::for_address(addr), Type::DGRAM.cloexec(), None)?;
         socket.bind(&addr.into())?;
         UdpSocket::from_fd(handle, OwnedFd::from(socket))
     }
 
     /// Wraps a bound std socket.
-    pub fn from_std(handle: &RuntimeHandle, socket: std::net::UdpSocket) -> io::Result<UdpSocket> {
+    pub fn from_std(
+        handle: impl AsRef<RuntimeHandle>,
+        socket: std::net::UdpSocket,
+    ) -> io::Result<UdpSocket> {
+        let handle = handle.as_ref();
         UdpSocket::from_fd(handle, OwnedFd::from(socket))
     }
 
@@ -103,33 +112,72 @@ impl UdpSocket {
 
     /// Sends a copy of `data` to `addr`.
     pub async fn send_to(&self, data: &[u8], addr: SocketAddr) -> io::Result<usize> {
-        self.send_to_owned(data.to_vec(), addr).await.0
+        self.send_to_buf(data.to_vec(), addr).await.0
     }
 
     /// Receives one datagram (up to `len` bytes) and its sender.
     pub async fn recv_from(&self, len: usize) -> io::Result<(Vec<u8>, SocketAddr)> {
-        let (res, buf) = self.recv_from_owned(Vec::with_capacity(len)).await;
+        let (res, buf) = self.recv_from_buf(Vec::with_capacity(len)).await;
         let (_, from) = res?;
         Ok((buf, from))
     }
 
-    /// Sends `buf`'s bytes to the connected peer; returns the buffer.
-    pub async fn send_owned<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+    /// Sends `buf`'s bytes to the connected peer; returns the count and
+    /// the buffer (dropped on error; [`send_buf`](Self::send_buf) keeps
+    /// it).
+    pub async fn send_owned<B: IoBuf>(&self, buf: B) -> io::Result<(usize, B)> {
+        let (res, buf) = self.core.send_owned(buf).await;
+        res.map(|n| (n, buf))
+    }
+
+    /// Receives one datagram into `buf` from the connected peer; returns
+    /// the count and the buffer (dropped on error;
+    /// [`recv_buf`](Self::recv_buf) keeps it).
+    pub async fn recv_owned<B: IoBufMut>(&self, buf: B) -> io::Result<(usize, B)> {
+        let (res, buf) = self.core.recv_owned(buf).await;
+        res.map(|n| (n, buf))
+    }
+
+    /// Sends `buf`'s bytes to `addr`; returns the count and the buffer
+    /// (dropped on error; [`send_to_buf`](Self::send_to_buf) keeps it).
+    pub async fn send_to_owned<B: IoBuf>(
+        &self,
+        buf: B,
+        addr: SocketAddr,
+    ) -> io::Result<(usize, B)> {
+        let (res, buf) = self.send_to_buf(buf, addr).await;
+        res.map(|n| (n, buf))
+    }
+
+    /// Receives one datagram into `buf`; returns the count, the sender and
+    /// the buffer (dropped on error; [`recv_from_buf`](Self::recv_from_buf)
+    /// keeps it).
+    pub async fn recv_from_owned<B: IoBufMut>(&self, buf: B) -> io::Result<(usize, SocketAddr, B)> {
+        let (res, buf) = self.recv_from_buf(buf).await;
+        res.map(|(n, from)| (n, from, buf))
+    }
+
+    /// [`send_owned`](Self::send_owned), handing the buffer back whatever
+    /// happens ([`BufResult`]).
+    pub async fn send_buf<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
         self.core.send_owned(buf).await
     }
 
-    /// Receives one datagram into `buf` from the connected peer.
-    pub async fn recv_owned<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
+    /// [`recv_owned`](Self::recv_owned), handing the buffer back whatever
+    /// happens.
+    pub async fn recv_buf<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
         self.core.recv_owned(buf).await
     }
 
-    /// Sends `buf`'s bytes to `addr`; returns the buffer.
-    pub async fn send_to_owned<B: IoBuf>(&self, buf: B, addr: SocketAddr) -> BufResult<usize, B> {
+    /// [`send_to_owned`](Self::send_to_owned), handing the buffer back
+    /// whatever happens.
+    pub async fn send_to_buf<B: IoBuf>(&self, buf: B, addr: SocketAddr) -> BufResult<usize, B> {
         self.core.send_to_owned(buf, &addr.into()).await
     }
 
-    /// Receives one datagram into `buf`, with its sender.
-    pub async fn recv_from_owned<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SocketAddr), B> {
+    /// [`recv_from_owned`](Self::recv_from_owned), handing the buffer back
+    /// whatever happens.
+    pub async fn recv_from_buf<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SocketAddr), B> {
         let (res, buf) = self.core.recv_from_owned(buf).await;
         (res.and_then(|(n, a)| Ok((n, sock_addr(a)?))), buf)
     }

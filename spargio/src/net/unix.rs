@@ -47,16 +47,21 @@ pub struct UnixStream {
 
 impl UnixStream {
     /// Connects to the socket at `path`, session on the calling shard.
-    pub async fn connect(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<UnixStream> {
+    pub async fn connect(
+        handle: impl AsRef<RuntimeHandle>,
+        path: impl AsRef<Path>,
+    ) -> io::Result<UnixStream> {
+        let handle = handle.as_ref();
         UnixStream::connect_with_session_policy(handle, path, StreamSessionPolicy::default()).await
     }
 
     /// [`connect`](UnixStream::connect) with an explicit session policy.
     pub async fn connect_with_session_policy(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         path: impl AsRef<Path>,
         policy: StreamSessionPolicy,
     ) -> io::Result<UnixStream> {
+        let handle = handle.as_ref();
         let addr = socket2::SockAddr::unix(path)?;
         let session = policy.pick(handle)?;
         let fd = SharedFd::new(socket(handle, session, Domain::UNIX, Type::STREAM).await?);
@@ -72,9 +77,10 @@ impl UnixStream {
 
     /// Wraps a connected std stream (session on the calling shard).
     pub fn from_std(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         stream: std::os::unix::net::UnixStream,
     ) -> io::Result<UnixStream> {
+        let handle = handle.as_ref();
         Ok(UnixStream {
             core: StreamCore {
                 fd: SharedFd::new(OwnedFd::from(stream)),
@@ -85,7 +91,8 @@ impl UnixStream {
     }
 
     /// A connected pair (`socketpair(2)`).
-    pub fn pair(handle: &RuntimeHandle) -> io::Result<(UnixStream, UnixStream)> {
+    pub fn pair(handle: impl AsRef<RuntimeHandle>) -> io::Result<(UnixStream, UnixStream)> {
+        let handle = handle.as_ref();
         let (a, b) = std::os::unix::net::UnixStream::pair()?;
         Ok((
             UnixStream::from_std(handle, a)?,
@@ -127,16 +134,21 @@ pub struct UnixListener {
 
 impl UnixListener {
     /// Binds to `path` and listens (`AddrInUse` if the path exists).
-    pub fn bind(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<UnixListener> {
+    pub fn bind(
+        handle: impl AsRef<RuntimeHandle>,
+        path: impl AsRef<Path>,
+    ) -> io::Result<UnixListener> {
+        let handle = handle.as_ref();
         let listener = std::os::unix::net::UnixListener::bind(path)?;
         Ok(UnixListener::from_std(handle, listener))
     }
 
     /// Wraps a bound, listening std listener.
     pub fn from_std(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         listener: std::os::unix::net::UnixListener,
     ) -> UnixListener {
+        let handle = handle.as_ref();
         UnixListener {
             fd: SharedFd::new(OwnedFd::from(listener)),
             handle: handle.clone(),
@@ -218,21 +230,27 @@ pub struct UnixDatagram {
 
 impl UnixDatagram {
     /// Binds to `path`.
-    pub fn bind(handle: &RuntimeHandle, path: impl AsRef<Path>) -> io::Result<UnixDatagram> {
+    pub fn bind(
+        handle: impl AsRef<RuntimeHandle>,
+        path: impl AsRef<Path>,
+    ) -> io::Result<UnixDatagram> {
+        let handle = handle.as_ref();
         UnixDatagram::from_std(handle, std::os::unix::net::UnixDatagram::bind(path)?)
     }
 
     /// A socket bound to no address (it can still send, and receive once
     /// connected).
-    pub fn unbound(handle: &RuntimeHandle) -> io::Result<UnixDatagram> {
+    pub fn unbound(handle: impl AsRef<RuntimeHandle>) -> io::Result<UnixDatagram> {
+        let handle = handle.as_ref();
         UnixDatagram::from_std(handle, std::os::unix::net::UnixDatagram::unbound()?)
     }
 
     /// Wraps a std socket.
     pub fn from_std(
-        handle: &RuntimeHandle,
+        handle: impl AsRef<RuntimeHandle>,
         socket: std::os::unix::net::UnixDatagram,
     ) -> io::Result<UnixDatagram> {
+        let handle = handle.as_ref();
         Ok(UnixDatagram {
             core: DatagramCore {
                 fd: SharedFd::new(OwnedFd::from(socket)),
@@ -279,14 +297,72 @@ impl UnixDatagram {
         Ok((buf, unix_addr(&from)?))
     }
 
-    /// Sends `buf`'s bytes to the connected peer; returns the buffer.
-    pub async fn send_owned<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+    /// Sends `buf`'s bytes to the connected peer; returns the count and
+    /// the buffer (dropped on error; [`send_buf`](Self::send_buf) keeps
+    /// it).
+    pub async fn send_owned<B: IoBuf>(&self, buf: B) -> io::Result<(usize, B)> {
+        let (res, buf) = self.core.send_owned(buf).await;
+        res.map(|n| (n, buf))
+    }
+
+    /// Receives one datagram into `buf`; returns the count and the buffer
+    /// (dropped on error; [`recv_buf`](Self::recv_buf) keeps it).
+    pub async fn recv_owned<B: IoBufMut>(&self, buf: B) -> io::Result<(usize, B)> {
+        let (res, buf) = self.core.recv_owned(buf).await;
+        res.map(|n| (n, buf))
+    }
+
+    /// Sends `buf`'s bytes to the socket at `path`; returns the count and
+    /// the buffer (dropped on error; [`send_to_buf`](Self::send_to_buf)
+    /// keeps it).
+    pub async fn send_to_owned<B: IoBuf>(
+        &self,
+        buf: B,
+        path: impl AsRef<Path>,
+    ) -> io::Result<(usize, B)> {
+        let (res, buf) = self.send_to_buf(buf, path).await;
+        res.map(|n| (n, buf))
+    }
+
+    /// Receives one datagram into `buf`; returns the count, the sender and
+    /// the buffer (dropped on error; [`recv_from_buf`](Self::recv_from_buf)
+    /// keeps it).
+    pub async fn recv_from_owned<B: IoBufMut>(&self, buf: B) -> io::Result<(usize, SocketAddr, B)> {
+        let (res, buf) = self.recv_from_buf(buf).await;
+        res.map(|(n, from)| (n, from, buf))
+    }
+
+    /// [`send_owned`](Self::send_owned), handing the buffer back whatever
+    /// happens ([`BufResult`]).
+    pub async fn send_buf<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
         self.core.send_owned(buf).await
     }
 
-    /// Receives one datagram into `buf`.
-    pub async fn recv_owned<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
+    /// [`recv_owned`](Self::recv_owned), handing the buffer back whatever
+    /// happens.
+    pub async fn recv_buf<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
         self.core.recv_owned(buf).await
+    }
+
+    /// [`send_to_owned`](Self::send_to_owned), handing the buffer back
+    /// whatever happens. A path that is not a valid socket address fails
+    /// with the buffer untouched.
+    pub async fn send_to_buf<B: IoBuf>(
+        &self,
+        buf: B,
+        path: impl AsRef<Path>,
+    ) -> BufResult<usize, B> {
+        match socket2::SockAddr::unix(path) {
+            Ok(addr) => self.core.send_to_owned(buf, &addr).await,
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    /// [`recv_from_owned`](Self::recv_from_owned), handing the buffer back
+    /// whatever happens.
+    pub async fn recv_from_buf<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SocketAddr), B> {
+        let (res, buf) = self.core.recv_from_owned(buf).await;
+        (res.and_then(|(n, from)| Ok((n, unix_addr(&from)?))), buf)
     }
 }
 

@@ -16,9 +16,31 @@ use crate::time::Sleep;
 /// A cheap, cloneable handle to a runtime. `Send + Sync`: use it from any
 /// thread, including threads of other runtimes (a tokio task can spawn
 /// onto spargio through it).
+///
+/// Constructors and helpers that need a runtime (`File::open`,
+/// `TcpListener::bind`, `fs::read_dir`, ...) take `impl AsRef<RuntimeHandle>`,
+/// so they accept the handle by value or by reference alike:
+///
+/// ```
+/// # spargio::block_on(spargio::run(|handle| async move {
+/// use spargio::net::TcpListener;
+///
+/// let by_ref = TcpListener::bind(&handle, "127.0.0.1:0").await.unwrap();
+/// let by_value = TcpListener::bind(handle.clone(), "127.0.0.1:0").await.unwrap();
+/// assert_ne!(by_ref.local_addr().unwrap(), by_value.local_addr().unwrap());
+/// # })).unwrap();
+/// ```
 #[derive(Clone)]
 pub struct RuntimeHandle {
     pub(crate) shared: Arc<Shared>,
+}
+
+/// Lets handle-taking calls accept `RuntimeHandle` and `&RuntimeHandle`
+/// (std's blanket `impl AsRef<U> for &T` covers the reference).
+impl AsRef<RuntimeHandle> for RuntimeHandle {
+    fn as_ref(&self) -> &RuntimeHandle {
+        self
+    }
 }
 
 impl std::fmt::Debug for RuntimeHandle {

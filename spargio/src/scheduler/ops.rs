@@ -204,7 +204,13 @@ impl Shared {
         let user_data = UserData::new(Tag::Op, key.to_payload()).raw();
         let sqe = sqe.user_data(user_data);
         crate::driver::audit::lend(user_data, &sqe);
-        Counters::bump_shared(&self.shards[shard].counters.native_ops_submitted);
+        let counters = &self.shards[shard].counters;
+        Counters::bump_shared(&counters.native_ops_submitted);
+        Counters::bump_shared(if local {
+            &counters.native_any_local_fastpath_submitted
+        } else {
+            &counters.native_any_envelope_submitted
+        });
         if local {
             crate::runtime::context::with_worker(|w| {
                 let w = w.expect("local submission off its shard");

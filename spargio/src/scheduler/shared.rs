@@ -165,14 +165,16 @@ impl Shared {
     /// Rings `target` after work was published for it, if it is parked.
     /// From a shard thread of this runtime the doorbell is a `MSG_RING` from
     /// that shard's ring; from elsewhere, an eventfd write.
-    pub(crate) fn notify(self: &Arc<Shared>, target: ShardId) {
-        match self.shards[target].wake.notify() {
+    pub(crate) fn notify(self: &Arc<Shared>, target: ShardId) -> Notify {
+        let notify = self.shards[target].wake.notify();
+        match notify {
             Notify::Awake => {}
             Notify::Coalesced => {
                 Counters::bump_shared(&self.shards[target].counters.doorbells_coalesced)
             }
             Notify::Ring => self.ring_doorbell(target),
         }
+        notify
     }
 
     /// Sends the doorbell the caller won the right to send (`Notify::Ring`).
@@ -206,7 +208,13 @@ impl Shared {
     /// another idle shard that can steal it.
     pub(crate) fn inject_stealable(self: &Arc<Shared>, target: ShardId, runnable: Runnable) {
         self.shards[target].inject.push(runnable);
-        self.notify(target);
+        let counters = &self.shards[target].counters;
+        match self.notify(target) {
+            Notify::Ring => Counters::bump_shared(&counters.stealable_wake_sent),
+            Notify::Coalesced | Notify::Awake => {
+                Counters::bump_shared(&counters.stealable_wake_coalesced)
+            }
+        }
     }
 
     pub(crate) fn stats(&self) -> RuntimeStats {

@@ -44,6 +44,8 @@ pub(crate) struct StealState {
     cursor: usize,
     cooldown: u32,
     penalty: u32,
+    /// Consecutive scans that found no victim (`steal_failed_streak_max`).
+    failed_streak: u64,
     /// Per shard: its poll count when its LIFO slot was first seen
     /// occupied, and when.
     lifo_watch: Vec<Option<(u64, Instant)>>,
@@ -56,6 +58,7 @@ impl StealState {
             cursor: id % shards.saturating_sub(1).max(1),
             cooldown: 0,
             penalty: 0,
+            failed_streak: 0,
             lifo_watch: vec![None; shards],
         }
     }
@@ -89,12 +92,22 @@ impl Worker {
             }
             st.cursor = (st.cursor + cfg.victim_stride) % others;
             match best {
-                Some(found) => found,
+                Some(found) => {
+                    st.failed_streak = 0;
+                    found
+                }
                 None => {
                     if let Some(rescued) = self.rescue_stuck_lifo(&mut st) {
+                        st.failed_streak = 0;
                         drop(st);
                         self.adopt_rescued(rescued);
                         return true;
+                    }
+                    st.failed_streak += 1;
+                    let max = &counters.steal_failed_streak_max;
+                    if st.failed_streak > max.load(Ordering::Relaxed) {
+                        // Single writer: only this shard records its streaks.
+                        max.store(st.failed_streak, Ordering::Relaxed);
                     }
                     st.penalty =
                         (st.penalty + cfg.fail_cost).clamp(cfg.backoff_min, cfg.backoff_max);

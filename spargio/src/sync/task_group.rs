@@ -106,10 +106,11 @@ impl Drop for Member {
 }
 
 impl TaskGroup {
-    /// An empty group on `handle`'s runtime.
-    pub fn new(handle: RuntimeHandle) -> TaskGroup {
+    /// An empty group on `handle`'s runtime (given by value or by
+    /// reference).
+    pub fn new(handle: impl AsRef<RuntimeHandle>) -> TaskGroup {
         TaskGroup {
-            handle,
+            handle: handle.as_ref().clone(),
             token: CancellationToken::new(),
             tally: Arc::default(),
         }

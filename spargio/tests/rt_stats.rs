@@ -1,0 +1,199 @@
+//! `RuntimeStats` read the way the reference crate reads it: flat totals
+//! (`stats.steal_attempts`), per-shard vectors as fields, and the counters
+//! it names, each moved by the event it counts.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use spargio::fs::File;
+use spargio::{block_on, RuntimeStats, SendError};
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < common::HANG, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn totals_read_flat_and_per_shard_vectors_are_fields() {
+    let rt = common::runtime(3);
+    let h = rt.handle();
+    let jobs: Vec<_> = (0..10)
+        .map(|i| h.spawn_stealable(async move { i }).unwrap())
+        .collect();
+    for job in jobs {
+        block_on(job).unwrap();
+    }
+    let stats: RuntimeStats = h.stats_snapshot();
+    assert_eq!(stats.spawn_stealable, 10);
+    assert_eq!(stats.spawn_stealable, stats.totals.spawn_stealable);
+    assert_eq!(stats.stealable_stolen, stats.totals.stealable_stolen);
+    assert_eq!(stats.shard_command_depths.len(), 3);
+    assert_eq!(stats.pending_native_ops_by_shard.len(), 3);
+    assert_eq!(
+        stats.shard_command_depths.iter().sum::<usize>(),
+        stats.total_command_depth()
+    );
+    assert_eq!(
+        stats
+            .pending_native_ops_by_shard
+            .iter()
+            .copied()
+            .max()
+            .unwrap(),
+        stats.max_pending_native_ops_by_shard()
+    );
+}
+
+#[test]
+fn pending_native_ops_by_shard_counts_operations_in_flight() {
+    let rt = common::runtime(2);
+    let h = rt.handle();
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let a = spargio::net::UnixStream::from_std(&h, a).unwrap();
+    let session = a.session_shard();
+    // A receive nobody answers stays in flight on the session shard.
+    let pending = h.spawn_stealable(async move { a.recv(16).await }).unwrap();
+    wait_until("the receive is in flight", || {
+        h.stats_snapshot().pending_native_ops_by_shard[session] == 1
+    });
+    pending.abort();
+    wait_until("the cancelled receive completes", || {
+        h.stats_snapshot().pending_native_ops_by_shard[session] == 0
+    });
+}
+
+#[test]
+fn stealable_wakes_are_sent_or_coalesced() {
+    let rt = common::runtime(2);
+    let h = rt.handle();
+    let mut injected = 0u64;
+    // Spawns from outside go to a shard's injector; each either rings the
+    // shard (it was parked) or rides on a wake already under way.
+    while h.stats_snapshot().stealable_wake_sent == 0 {
+        let parks = h.stats_snapshot().parks;
+        wait_until("the shards park", || h.stats_snapshot().parks > parks);
+        block_on(h.spawn_stealable(async {}).unwrap()).unwrap();
+        injected += 1;
+    }
+    let burst: Vec<_> = (0..100)
+        .map(|_| h.spawn_stealable(async {}).unwrap())
+        .collect();
+    injected += burst.len() as u64;
+    for job in burst {
+        block_on(job).unwrap();
+    }
+    let stats = h.stats_snapshot();
+    assert!(stats.stealable_wake_sent >= 1);
+    assert_eq!(
+        stats.stealable_wake_sent + stats.stealable_wake_coalesced,
+        injected,
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn refused_sends_count_as_failed() {
+    let rt = common::runtime(2);
+    let h = rt.handle();
+    assert_eq!(
+        h.remote(7).send_raw_nowait(1, 1),
+        Err(SendError::InvalidShard(7))
+    );
+    // From outside the runtime the failure is counted on shard 0.
+    assert_eq!(h.stats_snapshot().shards[0].counters.ring_msgs_failed, 1);
+    let on_shard = h
+        .spawn_pinned(1, async {
+            let ctx = spargio::ShardCtx::current().unwrap();
+            ctx.send_raw_nowait(9, 1, 1)
+        })
+        .unwrap();
+    assert_eq!(block_on(on_shard).unwrap(), Err(SendError::InvalidShard(9)));
+    let stats = h.stats_snapshot();
+    assert_eq!(stats.shards[1].counters.ring_msgs_failed, 1);
+    assert_eq!(stats.ring_msgs_failed, 2);
+    assert_eq!(stats.ring_msgs_backpressure, 0, "not backpressure");
+}
+
+#[test]
+fn failed_steal_scans_record_their_longest_streak() {
+    let rt = common::runtime(2);
+    let h = rt.handle();
+    // A shard that runs out of work scans the other for some before it
+    // parks; with nothing anywhere every scan fails.
+    wait_until("failed scans", || {
+        block_on(h.spawn_pinned(0, async {}).unwrap()).unwrap();
+        h.stats_snapshot().steal_failed_streak_max >= 2
+    });
+    let stats = h.stats_snapshot();
+    assert!(
+        stats.steal_failed_streak_max <= stats.steal_scans,
+        "{stats:?}"
+    );
+    let per_shard = stats
+        .shards
+        .iter()
+        .map(|s| s.counters.steal_failed_streak_max)
+        .max()
+        .unwrap();
+    assert_eq!(
+        stats.steal_failed_streak_max, per_shard,
+        "the total is the longest streak of any shard, not a sum"
+    );
+}
+
+#[test]
+fn native_ops_count_their_route() {
+    let dir = std::env::temp_dir().join(format!("spargio-rt-stats-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let rt = common::runtime(2);
+    let h = rt.handle();
+
+    // From outside the runtime: the op crosses to a shard in an envelope.
+    let before = h.stats_snapshot();
+    let file = block_on(File::create(&h, dir.join("f"))).unwrap();
+    let after = h.stats_snapshot();
+    assert!(after.native_any_envelope_submitted > before.native_any_envelope_submitted);
+
+    // From a task: straight into its own shard's ring.
+    let before = after;
+    let job = h
+        .spawn_pinned(1, async move {
+            file.write_all_at(0, b"local").await.unwrap();
+            file
+        })
+        .unwrap();
+    let file = block_on(job).unwrap();
+    let after = h.stats_snapshot();
+    assert!(
+        after.shards[1].counters.native_any_local_fastpath_submitted
+            > before.shards[1]
+                .counters
+                .native_any_local_fastpath_submitted
+    );
+    drop(file);
+
+    // A stream's op from a task on its session shard: the direct path.
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let a = spargio::net::UnixStream::from_std(&h, a).unwrap();
+    let before = h.stats_snapshot().native_any_local_direct_submitted;
+    std::io::Write::write_all(&mut &b, b"direct").unwrap();
+    let a2 = a.clone();
+    let job = a
+        .spawn_on_session(&h, async move { a2.recv(16).await })
+        .unwrap();
+    assert_eq!(block_on(job).unwrap().unwrap(), b"direct");
+    let after = h.stats_snapshot();
+    assert!(
+        after.native_any_local_direct_submitted > before,
+        "{after:?}"
+    );
+    assert!(
+        after.native_any_local_direct_submitted <= after.native_any_local_fastpath_submitted,
+        "direct submissions are local ones"
+    );
+}
