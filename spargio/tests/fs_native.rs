@@ -248,7 +248,8 @@ fn submit_unsafe_refuses_sqes_that_act_on_runtime_state() {
     common::on_runtime(|h| {
         Box::pin(async move {
             let native = h.uring_native_unbound();
-            let forged: Vec<Box<dyn FnOnce(&mut ()) -> Entry + Send>> = vec![
+            type Build = Box<dyn FnOnce(&mut ()) -> Entry + Send>;
+            let forged: Vec<Build> = vec![
                 // A forged completion into our own ring.
                 Box::new(|_| {
                     opcode::MsgRingData::new(types::Fd(0), 0, 0x0100_0000_0000_0001, None).build()
