@@ -7,38 +7,64 @@
 //! stealers. An idle shard that sees the slot occupied while the owner's
 //! poll counter has not moved for `LIFO_RESCUE_AFTER` takes it (see
 //! `steal.rs`). Every transfer is an atomic swap, so each task is taken by
-//! exactly one side.
+//! exactly one side; the loom model below checks that no task is lost or
+//! taken twice when the owner pushes and pops while a rescuer takes.
 
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicPtr, Ordering};
 use std::ptr::{self, NonNull};
+#[cfg(not(loom))]
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::task::spawn::Runnable;
 
-#[derive(Debug)]
-pub(crate) struct LifoSlot {
-    ptr: AtomicPtr<()>,
+/// A value the slot can hold as one pointer.
+pub(crate) trait RawTask: Sized {
+    fn into_raw(self) -> NonNull<()>;
+    /// # Safety
+    /// `p` came from `into_raw` of this type and is converted back once.
+    unsafe fn from_raw(p: NonNull<()>) -> Self;
 }
 
-impl LifoSlot {
-    pub(crate) fn new() -> LifoSlot {
+impl RawTask for Runnable {
+    fn into_raw(self) -> NonNull<()> {
+        Runnable::into_raw(self)
+    }
+
+    unsafe fn from_raw(p: NonNull<()>) -> Self {
+        // SAFETY: the caller's contract (a pointer from `into_raw`, used
+        // once).
+        unsafe { Runnable::from_raw(p) }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct LifoSlot<T: RawTask = Runnable> {
+    ptr: AtomicPtr<()>,
+    _owns: std::marker::PhantomData<T>,
+}
+
+impl<T: RawTask> LifoSlot<T> {
+    pub(crate) fn new() -> LifoSlot<T> {
         LifoSlot {
             ptr: AtomicPtr::new(ptr::null_mut()),
+            _owns: std::marker::PhantomData,
         }
     }
 
     /// Puts `r` (or nothing) in the slot and returns what was there.
-    pub(crate) fn swap(&self, r: Option<Runnable>) -> Option<Runnable> {
+    pub(crate) fn swap(&self, r: Option<T>) -> Option<T> {
         let new = r.map_or(ptr::null_mut(), |r| r.into_raw().as_ptr());
         // AcqRel: Release hands the task's state to whoever takes it next,
         // Acquire takes it from whoever put it here.
         let old = self.ptr.swap(new, Ordering::AcqRel);
         // SAFETY: every non-null pointer stored here came from
-        // `Runnable::into_raw` of this runnable type, and the swap gives it
-        // to exactly one caller.
-        NonNull::new(old).map(|p| unsafe { Runnable::from_raw(p) })
+        // `T::into_raw` (above; the field is private), and the swap moves
+        // it out of the slot to exactly one caller.
+        NonNull::new(old).map(|p| unsafe { T::from_raw(p) })
     }
 
-    pub(crate) fn take(&self) -> Option<Runnable> {
+    pub(crate) fn take(&self) -> Option<T> {
         if self.is_empty() {
             None
         } else {
@@ -51,8 +77,70 @@ impl LifoSlot {
     }
 }
 
-impl Drop for LifoSlot {
+impl<T: RawTask> Drop for LifoSlot<T> {
     fn drop(&mut self) {
         drop(self.take());
+    }
+}
+
+// SAFETY: the slot hands each `T` from one thread to another exactly once
+// (atomic swap), like a channel of capacity one; it never shares a `T`.
+unsafe impl<T: RawTask + Send> Send for LifoSlot<T> {}
+// SAFETY: as above: `&LifoSlot` only moves whole `T`s between threads.
+unsafe impl<T: RawTask + Send> Sync for LifoSlot<T> {}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::{LifoSlot, RawTask};
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    use loom::sync::Arc;
+    use std::ptr::NonNull;
+
+    /// A task stand-in that records how often it was dropped.
+    struct Task(Arc<AtomicUsize>);
+
+    impl Drop for Task {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    impl RawTask for Box<Task> {
+        fn into_raw(self) -> NonNull<()> {
+            NonNull::from(Box::leak(self)).cast()
+        }
+
+        unsafe fn from_raw(p: NonNull<()>) -> Self {
+            // SAFETY: `p` came from `Box::leak` above, converted back once.
+            unsafe { Box::from_raw(p.cast::<Task>().as_ptr()) }
+        }
+    }
+
+    /// The owner pushes two tasks (the second displaces the first into its
+    /// queue) and pops, while a rescuer on another shard takes: every task
+    /// ends up with exactly one side and is dropped exactly once.
+    #[test]
+    fn owner_and_rescuer_each_get_a_task_exactly_once() {
+        loom::model(|| {
+            let slot = Arc::new(LifoSlot::<Box<Task>>::new());
+            let drops = Arc::new(AtomicUsize::new(0));
+            let rescuer = {
+                let slot = slot.clone();
+                loom::thread::spawn(move || slot.take().into_iter().count())
+            };
+            let mut owner = 0;
+            assert!(slot.swap(Some(Box::new(Task(drops.clone())))).is_none());
+            owner += slot
+                .swap(Some(Box::new(Task(drops.clone()))))
+                .into_iter()
+                .count();
+            owner += slot.take().into_iter().count();
+            let rescued = rescuer.join().unwrap();
+            let left = slot.take().into_iter().count();
+            assert_eq!(owner + rescued + left, 2, "each task taken once");
+            assert!(rescued <= 1);
+            drop(slot);
+            assert_eq!(drops.load(Ordering::Relaxed), 2, "each task dropped once");
+        });
     }
 }

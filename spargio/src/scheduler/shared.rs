@@ -157,9 +157,9 @@ impl Shared {
         self.session_rr.fetch_add(n, Ordering::Relaxed) % self.shards.len()
     }
 
-    /// Live tasks across all shards.
-    pub(crate) fn live_tasks(&self) -> usize {
-        self.shards.iter().map(|s| s.registry.len()).sum()
+    /// Shutdown's exit condition (see `shutdown.rs`, step 3).
+    pub(crate) fn all_tasks_gone(&self) -> bool {
+        Registry::all_gone(self.shards.iter().map(|s| &s.registry))
     }
 
     /// Rings `target` after work was published for it, if it is parked.

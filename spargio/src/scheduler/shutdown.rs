@@ -46,7 +46,7 @@ impl Worker {
                     Counters::bump_local(&self.counters().tasks_panicked);
                 }
             }
-            if !dropped_any && self.shared.live_tasks() == 0 {
+            if !dropped_any && self.shared.all_tasks_gone() {
                 break;
             }
             if !dropped_any {
@@ -78,7 +78,7 @@ impl Worker {
             for r in doomed.drain(..) {
                 let _ = catch_unwind(AssertUnwindSafe(|| drop(r)));
             }
-            if !dropped_any && self.shared.live_tasks() == 0 {
+            if !dropped_any && self.shared.all_tasks_gone() {
                 break;
             }
             if !dropped_any {

@@ -5,29 +5,66 @@
 //! cancelled or aborted). At shutdown the registry is closed (further spawns
 //! fail with `Shutdown`) and every registered task is woken, so the
 //! scheduler gets to drop it on the right thread.
+//!
+//! Why a spawn racing shutdown is never lost: the closed check and the
+//! insertion happen under the lock [`Registry::close`] takes, so a spawn
+//! either lands before the close (and its waker is among those the close
+//! returns) or is refused. The loom model below checks exactly that.
+//! Shutdown then waits until every registry is empty, which only the
+//! task's own drop achieves.
 
+#[cfg(loom)]
+use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
 use std::sync::{Mutex, MutexGuard};
 use std::task::Waker;
 
 use slab::Slab;
 
-#[derive(Debug, Default)]
-pub(crate) struct Registry {
-    inner: Mutex<Inner>,
+/// The registry; `V` is what is kept per task (a waker; the loom model
+/// uses plain numbers).
+#[derive(Debug)]
+pub(crate) struct Registry<V = Waker> {
+    inner: Mutex<Inner<V>>,
 }
 
-#[derive(Debug, Default)]
-pub(crate) struct Inner {
-    pub(crate) tasks: Slab<Waker>,
-    pub(crate) closed: bool,
+#[derive(Debug)]
+struct Inner<V> {
+    tasks: Slab<V>,
+    closed: bool,
 }
 
-impl Registry {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+impl<V> Default for Registry<V> {
+    fn default() -> Self {
+        Registry {
+            inner: Mutex::new(Inner {
+                tasks: Slab::new(),
+                closed: false,
+            }),
+        }
+    }
+}
+
+impl<V: Clone> Registry<V> {
+    fn lock(&self) -> MutexGuard<'_, Inner<V>> {
         // No code panics while holding the lock; recover from poison anyway.
         self.inner
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Registers a task unless the registry is closed: `make` gets the
+    /// task's key and returns the task and the value to keep for it.
+    /// `None` once closed.
+    pub(crate) fn register<R>(&self, make: impl FnOnce(usize) -> (R, V)) -> Option<R> {
+        let mut inner = self.lock();
+        if inner.closed {
+            return None;
+        }
+        let entry = inner.tasks.vacant_entry();
+        let (task, value) = make(entry.key());
+        entry.insert(value);
+        Some(task)
     }
 
     pub(crate) fn remove(&self, key: usize) {
@@ -37,18 +74,58 @@ impl Registry {
         }
     }
 
-    pub(crate) fn waker(&self, key: usize) -> Option<Waker> {
+    pub(crate) fn waker(&self, key: usize) -> Option<V> {
         self.lock().tasks.get(key).cloned()
     }
 
-    /// Refuses further spawns and returns a waker for every live task.
-    pub(crate) fn close(&self) -> Vec<Waker> {
+    /// Refuses further spawns and returns the value of every live task.
+    pub(crate) fn close(&self) -> Vec<V> {
         let mut inner = self.lock();
         inner.closed = true;
         inner.tasks.iter().map(|(_, w)| w.clone()).collect()
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.lock().tasks.len()
+    /// The exit condition of shutdown: no task is left in any of
+    /// `registries`.
+    pub(crate) fn all_gone<'a>(registries: impl IntoIterator<Item = &'a Registry<V>>) -> bool
+    where
+        V: 'a,
+    {
+        registries.into_iter().all(|r| r.lock().tasks.is_empty())
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::Registry;
+    use loom::sync::Arc;
+
+    /// A spawn racing shutdown's close: either the spawn is refused, or
+    /// the close returns its waker (so shutdown wakes and drops it), and
+    /// shutdown's exit condition holds only once the task removed itself.
+    #[test]
+    fn a_spawn_racing_close_is_refused_or_woken() {
+        loom::model(|| {
+            let reg = Arc::new(Registry::<u32>::default());
+            let spawner = {
+                let reg = reg.clone();
+                loom::thread::spawn(move || reg.register(|key| (key, 7)))
+            };
+            let woken = reg.close();
+            let spawned = spawner.join().unwrap();
+            match spawned {
+                Some(key) => {
+                    assert_eq!(woken, vec![7], "a registered task must be woken");
+                    assert!(!Registry::all_gone([&*reg]), "shutdown waits for it");
+                    reg.remove(key);
+                    assert!(Registry::all_gone([&*reg]));
+                }
+                None => {
+                    assert!(woken.is_empty());
+                    assert!(Registry::all_gone([&*reg]));
+                }
+            }
+            assert!(reg.register(|key| (key, 8)).is_none(), "closed for good");
+        });
     }
 }

@@ -51,24 +51,25 @@ where
     F::Output: 'static,
 {
     let registry = &shared.shards[home].registry;
-    let mut inner = registry.lock();
-    if inner.closed {
-        return Err(RuntimeError::Shutdown);
-    }
-    let entry = inner.tasks.vacant_entry();
-    let meta = TaskMeta::new(shared.clone(), kind, home, entry.key());
-    // The schedule function is a plain `fn` (`Send + Sync + 'static`).
-    // SAFETY: thread affinity of `!Send` futures is the caller's contract;
-    // the future borrows only the task's metadata, which async-task keeps
-    // alive in the task header for as long as the future exists.
-    let (runnable, task) = unsafe {
-        Builder::new().metadata(meta).spawn_unchecked(
-            |meta| Harness::new(fut, meta),
-            WithInfo(scheduler::schedule),
-        )
-    };
-    entry.insert(runnable.waker());
-    drop(inner);
+    let (runnable, task) = registry
+        .register(|key| {
+            let meta = TaskMeta::new(shared.clone(), kind, home, key);
+            // The schedule function is a plain `fn` (`Send + Sync +
+            // 'static`).
+            // SAFETY: thread affinity of `!Send` futures is the caller's
+            // contract; the future borrows only the task's metadata, which
+            // async-task keeps alive in the task header for as long as the
+            // future exists.
+            let (runnable, task) = unsafe {
+                Builder::new().metadata(meta).spawn_unchecked(
+                    |meta| Harness::new(fut, meta),
+                    WithInfo(scheduler::schedule),
+                )
+            };
+            let waker = runnable.waker();
+            ((runnable, task), waker)
+        })
+        .ok_or(RuntimeError::Shutdown)?;
     let handle = JoinHandle::new(task.fallible(), runnable.metadata());
     Ok((runnable, handle))
 }
