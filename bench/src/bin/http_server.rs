@@ -1,0 +1,142 @@
+//! A hyper 1.x HTTP/1.1 server on spargio or on tokio, for a real client
+//! (`wrk`) to drive. `scripts/http_bench.sh` runs it.
+//!
+//! ```text
+//! http_server <spargio|tokio> <port> [workers=2]
+//! ```
+//!
+//! Both sides answer every request with the same 13-byte body,
+//! `Hello, world!`, over HTTP/1.1 keep-alive, with hyper's default
+//! connection settings and `TCP_NODELAY` on every accepted socket.
+//!
+//! - tokio: `new_multi_thread().worker_threads(workers).enable_all()`; the
+//!   accept loop is itself a spawned task (so only the `workers` threads
+//!   serve), one `tokio::spawn` per connection running
+//!   `http1::Builder::serve_connection(TokioIo::new(stream), ..)`.
+//! - spargio: the default runtime with `.shards(workers)`; the serve loop of
+//!   `spargio/examples/hyper_server.rs`: `accept_round_robin`, one task per
+//!   connection pinned on its session shard (`spawn_on_session`), hyper
+//!   over `TokioIo::new(Compat::new(stream))`.
+//!
+//! Prints `ready <pid>` once listening and serves until killed. Connection
+//! errors (wrk resets its connections at the end of a run) are ignored.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+
+const BODY: &[u8] = b"Hello, world!";
+
+async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(Response::new(Full::new(Bytes::from_static(BODY))))
+}
+
+fn ready() {
+    // `println!` flushes at the newline: the script reads this line.
+    println!("ready {}", std::process::id());
+}
+
+// ===== tokio =====
+
+fn serve_tokio(addr: SocketAddr, workers: usize) -> io::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        ready();
+        tokio::spawn(async move {
+            loop {
+                let stream = match listener.accept().await {
+                    Ok((stream, _peer)) => stream,
+                    Err(_) => continue,
+                };
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(async move {
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service_fn(hello))
+                        .await;
+                });
+            }
+        })
+        .await
+        .map_err(io::Error::other)
+    })
+}
+
+// ===== spargio =====
+
+fn serve_spargio(addr: SocketAddr, workers: usize) -> io::Result<()> {
+    let builder = spargio::Runtime::builder().shards(workers);
+    spargio::block_on(spargio::run_with(builder, move |handle| async move {
+        let listener = spargio::net::TcpListener::bind(&handle, addr).await?;
+        ready();
+        accept_spargio(handle, listener).await
+    }))
+    .map_err(io::Error::other)?
+}
+
+async fn accept_spargio(
+    handle: spargio::RuntimeHandle,
+    listener: spargio::net::TcpListener,
+) -> io::Result<()> {
+    loop {
+        let stream = match listener.accept_round_robin().await {
+            Ok((stream, _peer)) => stream,
+            Err(_) => continue,
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = stream.clone();
+        conn.spawn_on_session(&handle, async move {
+            let io = TokioIo::new(spargio::io::Compat::new(stream));
+            let _ = http1::Builder::new()
+                .serve_connection(io, service_fn(hello))
+                .await;
+        })
+        .map_err(io::Error::other)?;
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: http_server <spargio|tokio> <port> [workers=2]";
+    let (Some(runtime), Some(port)) = (args.first(), args.get(1).and_then(|p| p.parse().ok()))
+    else {
+        eprintln!("{usage}");
+        return ExitCode::from(2);
+    };
+    let workers = match args.get(2).map(|w| w.parse::<usize>()) {
+        None => 2,
+        Some(Ok(w)) if w > 0 => w,
+        Some(_) => {
+            eprintln!("{usage}");
+            return ExitCode::from(2);
+        }
+    };
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let served = match runtime.as_str() {
+        "spargio" => serve_spargio(addr, workers),
+        "tokio" => serve_tokio(addr, workers),
+        _ => {
+            eprintln!("{usage}");
+            return ExitCode::from(2);
+        }
+    };
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("http_server ({runtime}): {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
