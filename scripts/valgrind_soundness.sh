@@ -24,6 +24,10 @@ CASES=(
   "net_multishot:stop_hands_back_what_was_received_and_leaves_the_rest_in_the_socket"
   "rt_panic:a_panicking_destructor_of_abandoned_op_state_costs_only_that_value"
   "rt_panic:a_panicking_waker_of_a_native_op_costs_only_that_wake"
+  "net_multishot:held_segments_stall_the_kernel_until_given_back"
+  "net_multishot:dropping_segment_streams_mid_flow_keeps_the_socket_usable"
+  "fs_file:reads_into_a_slice_of_a_shrunk_buffer_stay_inside_the_allocation"
+  "rt_reclaim:fd_producing_ops_under_random_timeouts_leak_nothing"
   "sync_cancel:"
 )
 
@@ -36,6 +40,11 @@ for b in $bins; do
   path[$b]=$(cargo test -p spargio --no-run --test "$b" --message-format=json 2>/dev/null \
     | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)
 done
+
+# valgrind runs one thread at a time and does not let others run while
+# one blocks in io_uring_enter: bound every blocking enter (see
+# driver/ring.rs, `max_block`).
+export SPARGIO_MAX_BLOCK_US=2000
 
 failed=0
 for case in "${CASES[@]}"; do

@@ -74,7 +74,12 @@ where
         let join = h.spawn_stealable(body(h.clone())).unwrap();
         spargio::block_on(join).unwrap();
         let after = settle_fds(baseline);
-        assert_eq!(after, baseline, "fds leaked by abandoned operations");
+        // At most the baseline: under valgrind the baseline can include
+        // the tool's own transient descriptors.
+        assert!(
+            after <= baseline,
+            "fds leaked by abandoned operations: {after} open, {baseline} before"
+        );
     });
 }
 

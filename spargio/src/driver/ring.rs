@@ -20,6 +20,23 @@ const ENTER_GETEVENTS: u32 = 1;
 /// `IORING_ENTER_SQ_WAKEUP`: wake an idle `SQPOLL` thread.
 const ENTER_SQ_WAKEUP: u32 = 2;
 
+/// The longest one blocking `io_uring_enter` may last, when the
+/// environment sets `SPARGIO_MAX_BLOCK_US`; by default, unbounded.
+///
+/// A debugging aid for tools that run one thread at a time and treat a
+/// blocking `io_uring_enter` as non-blocking (valgrind 3.19 does): there, a
+/// shard blocked in the kernel keeps every other thread from running, and
+/// the bound turns that deadlock into a slow poll. Read once per process.
+fn max_block() -> Option<Duration> {
+    static MAX: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("SPARGIO_MAX_BLOCK_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_micros)
+    })
+}
+
 /// What the runtime asks of each ring.
 #[derive(Clone, Debug)]
 pub(crate) struct RingConfig {
@@ -220,6 +237,10 @@ impl Ring {
                 _ => Err(err),
             };
         }
+        let timeout = match (timeout, max_block()) {
+            (Some(t), Some(max)) => Some(t.min(max)),
+            (t, max) => t.or(max),
+        };
         let res = match timeout {
             Some(timeout) => {
                 let ts = types::Timespec::from(timeout);

@@ -36,7 +36,6 @@ use crate::net::stream::StreamCore;
 use crate::net::{TcpStream, UnixStream};
 use crate::op::recv::{recv_now, Recv};
 use crate::op::send::{send_now, Send as SendOp};
-use crate::op::shutdown::Shutdown;
 use crate::op::{Lane, Op};
 
 /// How much a single read asks the kernel for, and how much a write
@@ -88,7 +87,6 @@ enum WriteState {
     InFlight {
         op: Op<SendOp<crate::buf::Slice<Vec<u8>>>>,
     },
-    Shutdown(Op<Shutdown>),
     /// The write direction is shut down; closing again is a no-op.
     Closed,
 }
@@ -207,11 +205,6 @@ impl<T: CompatStream> Compat<T> {
         loop {
             match &mut self.write {
                 WriteState::Idle(_) | WriteState::Closed => return Poll::Ready(Ok(())),
-                WriteState::Shutdown(op) => {
-                    let res = ready!(Pin::new(op).poll(cx));
-                    self.write = WriteState::Closed;
-                    return Poll::Ready(res);
-                }
                 WriteState::InFlight { op } => {
                     let (res, slice) = ready!(Pin::new(op).poll(cx));
                     let (begin, end) = (slice.begin(), slice.end());
@@ -290,20 +283,12 @@ impl<T: CompatStream> Compat<T> {
 
     /// Flushes, then shuts down the write direction.
     pub(crate) fn poll_close_inner(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if !matches!(self.write, WriteState::Shutdown(_) | WriteState::Closed) {
-            ready!(self.poll_flush_inner(cx))?;
-            let core = self.core();
-            let op = Op::submit(
-                &core.handle.shared,
-                Lane::Shard(core.session),
-                Shutdown {
-                    fd: core.fd.clone(),
-                    how: libc::SHUT_WR,
-                },
-            );
-            self.write = WriteState::Shutdown(op);
+        if matches!(self.write, WriteState::Closed) {
+            return Poll::Ready(Ok(()));
         }
-        self.poll_flush_inner(cx)
+        ready!(self.poll_flush_inner(cx))?;
+        self.write = WriteState::Closed;
+        Poll::Ready(self.core().shutdown_now(std::net::Shutdown::Write))
     }
 }
 

@@ -7,7 +7,6 @@ use crate::buf::{BufResult, IoBuf, IoBufMut};
 use crate::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::op::recv::Recv;
 use crate::op::send::{send_now, Send as SendOp};
-use crate::op::shutdown::Shutdown;
 use crate::op::{Lane, Op, OpKind, SharedFd};
 use crate::stats::Counters;
 use crate::task::{JoinHandle, ShardId};
@@ -107,16 +106,26 @@ impl StreamCore {
     }
 
     pub(crate) async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        self.shutdown_now(how)
+    }
+
+    /// Shuts down one or both directions at once. A direct syscall, not
+    /// `IORING_OP_SHUTDOWN`: the kernel cannot issue that op without
+    /// blocking and hands every one to an io-wq worker thread (a thread
+    /// wakeup per connection close), while `shutdown(2)` on a socket never
+    /// blocks.
+    pub(crate) fn shutdown_now(&self, how: std::net::Shutdown) -> io::Result<()> {
         let how = match how {
             std::net::Shutdown::Read => libc::SHUT_RD,
             std::net::Shutdown::Write => libc::SHUT_WR,
             std::net::Shutdown::Both => libc::SHUT_RDWR,
         };
-        self.submit(Shutdown {
-            fd: self.fd.clone(),
-            how,
-        })
-        .await
+        // SAFETY: a plain syscall on an fd that `self.fd` keeps open.
+        if unsafe { libc::shutdown(self.fd.raw(), how) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 
     /// `handle` must be this stream's runtime: the session shard is one

@@ -39,7 +39,6 @@ pub(crate) mod renameat;
 pub(crate) mod send;
 pub(crate) mod sendmsg;
 mod shared_fd;
-pub(crate) mod shutdown;
 pub(crate) mod socket;
 pub(crate) mod statx;
 pub(crate) mod symlinkat;
