@@ -376,14 +376,16 @@ impl TcpListener {
     }
 
     /// Accepts a connection with an explicit session policy. The accept
-    /// itself runs on the chosen session shard's ring.
+    /// itself runs on the calling shard's ring (a remote ring would cost
+    /// two cross-shard hops per connection: the submission and the wake);
+    /// the policy picks the shard whose ring serves the stream afterwards.
     pub async fn accept_with_session_policy(
         &self,
         policy: StreamSessionPolicy,
     ) -> io::Result<(TcpStream, SocketAddr)> {
         let session = policy.pick(&self.handle)?;
         let op = Accept::new(self.fd.clone());
-        let (fd, peer) = Op::submit(&self.handle.shared, Lane::Shard(session), op).await?;
+        let (fd, peer) = Op::submit(&self.handle.shared, Lane::Current, op).await?;
         Ok((
             TcpStream::from_parts(&self.handle, fd, session),
             sock_addr(peer)?,

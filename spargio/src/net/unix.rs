@@ -174,7 +174,7 @@ impl UnixListener {
     ) -> io::Result<(UnixStream, SocketAddr)> {
         let session = policy.pick(&self.handle)?;
         let op = Accept::new(self.fd.clone());
-        let (fd, peer) = Op::submit(&self.handle.shared, Lane::Shard(session), op).await?;
+        let (fd, peer) = Op::submit(&self.handle.shared, Lane::Current, op).await?;
         let stream = UnixStream::from_parts(&self.handle, fd, session);
         Ok((stream, unix_addr(&peer)?))
     }

@@ -243,6 +243,12 @@ impl RuntimeBuilder {
     /// shard whose parks keep ending within 200 µs spins longer (up to
     /// 200 µs, or this value if longer), and returns to this value as its
     /// parks get long, so an idle runtime still sleeps within it.
+    ///
+    /// A shard spins only while its CPU is not contended: when its thread
+    /// has recently spent more than a tenth of its time waiting for a CPU
+    /// (other processes, a load generator, more threads than cores), it
+    /// parks at once, leaving the CPU to whoever would produce its work.
+    /// At most half the shards spin at the same time.
     pub fn spin_before_park(mut self, spin: Duration) -> Self {
         self.spin_before_park = spin;
         self

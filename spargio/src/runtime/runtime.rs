@@ -123,8 +123,11 @@ pub(crate) fn start(config: Config) -> Result<Runtime, RuntimeError> {
                 .and_then(|()| Driver::new(ring, shared_t.shards[id].eventfd.raw()));
             match driver {
                 Ok(driver) => {
+                    // Built before `build` returns: whatever the worker
+                    // opens is part of the runtime from the start.
+                    let worker = Worker::new(shared_t, id, deque, driver);
                     started_t.report(id, None);
-                    Worker::new(shared_t, id, deque, driver).run();
+                    worker.run();
                 }
                 Err(err) => {
                     // No task can be homed here yet: `build` has not

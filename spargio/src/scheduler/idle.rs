@@ -29,6 +29,11 @@ impl Idle {
         self.spinning.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// Shards spinning now (a snapshot, for the searcher bound).
+    pub(crate) fn spinning(&self) -> usize {
+        self.spinning.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn spin_end(&self) {
         self.spinning.fetch_sub(1, Ordering::SeqCst);
     }

@@ -68,6 +68,8 @@ pub(crate) struct Worker {
     spin: AdaptiveSpin,
     /// More shards than CPUs this process may use.
     oversubscribed: bool,
+    /// At most this many shards spin at once (half of them, at least one).
+    max_spinners: usize,
     pub(crate) id: ShardId,
     pub(crate) shared: Arc<Shared>,
 }
@@ -92,6 +94,7 @@ impl Worker {
             in_poll: Cell::new(false),
             spin: AdaptiveSpin::new(shared.config.spin_before_park),
             oversubscribed: n > std::thread::available_parallelism().map_or(1, |c| c.get()),
+            max_spinners: (n / 2).max(1),
             id,
             shared,
         }
@@ -365,7 +368,7 @@ impl Worker {
     /// anyway before going through the full handshake in `park`.
     fn idle(&self) {
         const HOT_POLLS: u32 = 32;
-        let spin = self.spin.window();
+        let mut spin = self.spin.window();
         let start = Instant::now();
         let mut published = false;
         let mut polls = 0u32;
@@ -381,6 +384,11 @@ impl Worker {
             }
             if spin.is_zero() || polls % HOT_POLLS == 0 {
                 if !published {
+                    // The searcher bound: with half the shards already
+                    // spinning, the others park at once (see `spin.rs`).
+                    if !spin.is_zero() && self.shared.idle.spinning() >= self.max_spinners {
+                        spin = Duration::ZERO;
+                    }
                     self.me().wake.set_spinning();
                     self.shared.idle.spin_begin();
                     published = true;
