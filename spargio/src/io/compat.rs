@@ -28,6 +28,7 @@
 
 use std::future::Future;
 use std::io;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
@@ -154,11 +155,30 @@ impl<T: CompatStream> Compat<T> {
         cx: &mut Context<'_>,
         out: &mut [u8],
     ) -> Poll<io::Result<usize>> {
+        // SAFETY: an initialized byte slice is a valid `[MaybeUninit<u8>]`,
+        // and `poll_read_uninit` only stores initialized bytes into it.
+        let out = unsafe { &mut *(out as *mut [u8] as *mut [MaybeUninit<u8>]) };
+        self.poll_read_uninit(cx, out)
+    }
+
+    /// [`Self::poll_read_slice`] into memory that may be uninitialized
+    /// (tokio's `ReadBuf`, which would otherwise be zeroed on every read):
+    /// on `Ok(n)` the first `n` bytes of `out` are initialized.
+    pub(crate) fn poll_read_uninit(
+        &mut self,
+        cx: &mut Context<'_>,
+        out: &mut [MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
         loop {
             match &mut self.read {
                 ReadState::Ready { buf, pos } if *pos < buf.len() => {
                     let n = out.len().min(buf.len() - *pos);
-                    out[..n].copy_from_slice(&buf[*pos..*pos + n]);
+                    let src = &buf[*pos..*pos + n];
+                    // SAFETY: `src` and `out[..n]` are `n` bytes each, and
+                    // distinct (one is the adaptor's, one the caller's).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(src.as_ptr(), out.as_mut_ptr().cast(), n)
+                    };
                     *pos += n;
                     return Poll::Ready(Ok(n));
                 }
@@ -327,9 +347,12 @@ impl<T: CompatStream> tokio::io::AsyncRead for Compat<T> {
         cx: &mut Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let n = ready!(self
-            .get_mut()
-            .poll_read_slice(cx, buf.initialize_unfilled()))?;
+        // SAFETY: `poll_read_uninit` only stores bytes into the unfilled
+        // part, never de-initializes it.
+        let unfilled = unsafe { buf.unfilled_mut() };
+        let n = ready!(self.get_mut().poll_read_uninit(cx, unfilled))?;
+        // SAFETY: on `Ok(n)` the first `n` unfilled bytes were written.
+        unsafe { buf.assume_init(n) };
         buf.advance(n);
         Poll::Ready(Ok(()))
     }

@@ -1,5 +1,7 @@
 //! `IORING_OP_RECV` into an owned buffer.
 
+use std::mem::MaybeUninit;
+
 use io_uring::{opcode, squeue, types};
 
 use super::{Completion, OpKind, SharedFd};
@@ -37,9 +39,15 @@ unsafe impl<B: IoBufMut> OpKind for Recv<B> {
 
 /// Receives what is already queued on the socket (`MSG_DONTWAIT`), on the
 /// calling thread. `None` when nothing is: the caller submits a [`Recv`].
-pub(crate) fn recv_now(fd: &SharedFd, out: &mut [u8]) -> Option<std::io::Result<usize>> {
-    // SAFETY: `out` is a live exclusive borrow of `out.len()` bytes; the fd
-    // is kept open by the `SharedFd` borrow.
+/// On `Ok(n)` the first `n` bytes of `out` are initialized (`out` may
+/// start uninitialized).
+pub(crate) fn recv_now(
+    fd: &SharedFd,
+    out: &mut [MaybeUninit<u8>],
+) -> Option<std::io::Result<usize>> {
+    // SAFETY: `out` is a live exclusive borrow of `out.len()` writable
+    // bytes (the kernel only writes them); the fd is kept open by the
+    // `SharedFd` borrow.
     let n = unsafe {
         libc::recv(
             fd.raw(),
