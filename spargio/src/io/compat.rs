@@ -39,9 +39,14 @@ use crate::op::recv::{recv_now, Recv};
 use crate::op::send::{send_now, Send as SendOp};
 use crate::op::{Lane, Op};
 
-/// How much a single read asks the kernel for, and how much a write
-/// accepts at once.
+/// How much a write accepts at once; four of these bound a read.
 const CHUNK: usize = 64 * 1024;
+
+/// The smallest receive put in flight. A receive asks for what the caller
+/// asked for (hyper reads 8 KiB at a time), not a fixed large chunk: the
+/// buffer is held for as long as the connection is idle, so an idle
+/// connection costs this much, not 64 KiB.
+const MIN_READ: usize = 4 * 1024;
 
 /// Streams [`Compat`] can wrap.
 pub trait CompatStream: sealed::Sealed + Unpin {}
@@ -204,7 +209,7 @@ impl<T: CompatStream> Compat<T> {
                         _ => Vec::new(),
                     };
                     buf.clear();
-                    buf.reserve(CHUNK.max(out.len()).min(4 * CHUNK));
+                    buf.reserve(out.len().clamp(MIN_READ, 4 * CHUNK));
                     let core = sealed::Sealed::core(&self.inner);
                     let op = Recv {
                         fd: core.fd.clone(),
