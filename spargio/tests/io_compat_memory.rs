@@ -10,7 +10,6 @@ use std::io::Write;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_io::AsyncRead;
