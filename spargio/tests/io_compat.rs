@@ -96,3 +96,38 @@ fn write_errors_surface_on_the_next_write_or_flush() {
         })
     });
 }
+
+#[test]
+fn reads_after_a_short_read_go_to_the_ring_and_lose_nothing() {
+    common::on_runtime(|h| {
+        Box::pin(async move {
+            let (a, b) = UnixStream::pair(&h).unwrap();
+            let mut a = Compat::new(a);
+            let mut buf = [0u8; 16];
+            // A short read (3 of 16 bytes): the socket is drained.
+            b.write_all_owned(b"abc".to_vec()).await.unwrap();
+            assert_eq!(a.read(&mut buf).await.unwrap(), 3);
+            assert_eq!(&buf[..3], b"abc");
+            // Bytes that arrive before the next read are not skipped: the
+            // read goes to the ring, whose receive finds them queued.
+            b.write_all_owned(b"defgh".to_vec()).await.unwrap();
+            let before = h.stats_snapshot().native_ops_submitted;
+            assert_eq!(a.read(&mut buf).await.unwrap(), 5);
+            assert_eq!(&buf[..5], b"defgh");
+            assert!(
+                h.stats_snapshot().native_ops_submitted > before,
+                "the read after a short one went to the ring"
+            );
+            // 20 bytes in one receive: 16 fill the caller's buffer, the 4
+            // left are served from the adaptor without another receive.
+            b.write_all_owned(vec![7u8; 20]).await.unwrap();
+            assert_eq!(a.read(&mut buf).await.unwrap(), 16);
+            let before = h.stats_snapshot().native_ops_submitted;
+            assert_eq!(a.read(&mut buf).await.unwrap(), 4);
+            assert_eq!(h.stats_snapshot().native_ops_submitted, before);
+            // And the end of the stream still reads as 0.
+            drop(b);
+            assert_eq!(a.read(&mut buf).await.unwrap(), 0);
+        })
+    });
+}

@@ -9,8 +9,11 @@
 //! How a poll maps onto an owned-buffer operation:
 //!
 //! * **Read.** Bytes already queued on the socket are copied at once
-//!   (`recv` with `MSG_DONTWAIT`). Otherwise a receive into the adaptor's
-//!   own buffer is put in flight;
+//!   (`recv` with `MSG_DONTWAIT`), unless the previous receive came back
+//!   short (the socket was drained then: the inline attempt would almost
+//!   always fail, one wasted syscall per request under HTTP keep-alive).
+//!   Otherwise a receive into the adaptor's own buffer is put in flight,
+//!   sized like the caller's read;
 //!   its bytes are copied into the caller's slice, and what does not fit
 //!   is kept for the next read. A receive in flight stays in the adaptor
 //!   (not in the caller's future), so a read abandoned by `select!` or a
@@ -115,6 +118,8 @@ enum WriteState {
 pub struct Compat<T> {
     inner: T,
     read: ReadState,
+    /// The last receive returned less than it asked for.
+    drained: bool,
     write: WriteState,
 }
 
@@ -131,6 +136,7 @@ impl<T: CompatStream> Compat<T> {
     pub fn new(inner: T) -> Compat<T> {
         Compat {
             inner,
+            drained: false,
             read: ReadState::Ready {
                 buf: Vec::new(),
                 pos: 0,
@@ -189,6 +195,7 @@ impl<T: CompatStream> Compat<T> {
                 }
                 ReadState::InFlight(op) => {
                     let (res, buf) = ready!(Pin::new(op).poll(cx));
+                    self.drained = buf.len() < buf.capacity();
                     self.read = ReadState::Ready { buf, pos: 0 };
                     match res {
                         Ok(0) => return Poll::Ready(Ok(0)),
@@ -201,8 +208,15 @@ impl<T: CompatStream> Compat<T> {
                         return Poll::Ready(Ok(0));
                     }
                     // Bytes already queued on the socket: copy them now.
-                    if let Some(res) = recv_now(&sealed::Sealed::core(&self.inner).fd, out) {
-                        return Poll::Ready(res);
+                    // Unless the last receive came back short: the socket
+                    // was empty then, and most likely still is, so the
+                    // inline attempt would be a wasted syscall.
+                    if !std::mem::take(&mut self.drained) {
+                        let fd = &sealed::Sealed::core(&self.inner).fd;
+                        if let Some(res) = recv_now(fd, out) {
+                            self.drained = res.as_ref().is_ok_and(|&n| n < out.len());
+                            return Poll::Ready(res);
+                        }
                     }
                     let mut buf = match std::mem::replace(state, ReadState::Empty) {
                         ReadState::Ready { buf, .. } => buf,
