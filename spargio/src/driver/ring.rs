@@ -112,9 +112,14 @@ impl Ring {
                 source: io::Error::from_raw_os_error(libc::ENOSYS),
             });
         }
-        let mut probe = Probe::new();
-        let msg_ring = uring.submitter().register_probe(&mut probe).is_ok()
-            && probe.is_supported(opcode::MsgRingData::CODE);
+        // The kernel's opcode table does not change while we run: probe
+        // once per process, not once per ring (cold starts pay per ring).
+        static MSG_RING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let msg_ring = *MSG_RING.get_or_init(|| {
+            let mut probe = Probe::new();
+            uring.submitter().register_probe(&mut probe).is_ok()
+                && probe.is_supported(opcode::MsgRingData::CODE)
+        });
         let features = RingFeatures {
             sq_entries: params.sq_entries(),
             cq_entries: params.cq_entries(),

@@ -282,7 +282,7 @@ impl RuntimeBuilder {
         }
         let shards = match self.shards {
             Some(n) => n,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            None => available_cpus(),
         };
         if shards == 0 || shards > MAX_SHARDS {
             return Err(invalid(
@@ -387,4 +387,12 @@ pub(crate) struct StealConfig {
     pub(crate) fail_cost: u32,
     pub(crate) backoff_min: u32,
     pub(crate) backoff_max: u32,
+}
+
+/// CPUs this process may use (affinity and cgroup quota), read once per
+/// process: `available_parallelism` costs a dozen syscalls (cgroup files)
+/// each time, which a cold start would otherwise pay once per shard.
+pub(crate) fn available_cpus() -> usize {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

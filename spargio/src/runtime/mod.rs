@@ -18,7 +18,7 @@ mod handle;
 mod runtime;
 
 pub use block_on::block_on;
-pub(crate) use builder::Config;
+pub(crate) use builder::{available_cpus, Config};
 pub use builder::{BackendKind, RuntimeBuilder};
 pub use entry::{run, run_local_on, run_with};
 pub use handle::RuntimeHandle;

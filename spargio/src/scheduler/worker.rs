@@ -93,7 +93,7 @@ impl Worker {
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
             spin: AdaptiveSpin::new(shared.config.spin_before_park),
-            oversubscribed: n > std::thread::available_parallelism().map_or(1, |c| c.get()),
+            oversubscribed: n > crate::runtime::available_cpus(),
             max_spinners: (n / 2).max(1),
             id,
             shared,
