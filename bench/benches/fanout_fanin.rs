@@ -10,9 +10,12 @@
 //! Variants: `spargio_4` / `tokio_mt_4` (4 workers) and `spargio_ncpu` /
 //! `tokio_mt_ncpu` (`std::thread::available_parallelism()` workers).
 
+#[path = "common/cpu.rs"]
+mod cpu;
+
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use spargio::{Runtime, RuntimeHandle};
 use spargio_bench::{fanout_branch_iters, spin_work, FANOUT_BRANCHES, FANOUT_REQUESTS};
 
@@ -73,7 +76,7 @@ fn tokio_fanout(rt: &tokio::runtime::Runtime, skewed: bool) -> u64 {
     })
 }
 
-fn bench_shape(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, skewed: bool) {
+fn bench_shape(group: &mut cpu::Group<'_>, skewed: bool) {
     let want = expected(skewed);
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     for (label, workers) in [("4", 4), ("ncpu", ncpu)] {
@@ -83,12 +86,10 @@ fn bench_shape(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
                 .build()
                 .expect("spargio runtime");
             let handle = rt.handle();
-            group.bench_function(format!("spargio_{label}"), |b| {
-                b.iter(|| {
-                    let got = spargio_fanout(&handle, skewed);
-                    assert_eq!(got, want);
-                    black_box(got)
-                })
+            group.bench(format!("spargio_{label}"), || {
+                let got = spargio_fanout(&handle, skewed);
+                assert_eq!(got, want);
+                black_box(got)
             });
         }
         {
@@ -96,19 +97,17 @@ fn bench_shape(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
                 .worker_threads(workers)
                 .build()
                 .expect("tokio runtime");
-            group.bench_function(format!("tokio_mt_{label}"), |b| {
-                b.iter(|| {
-                    let got = tokio_fanout(&rt, skewed);
-                    assert_eq!(got, want);
-                    black_box(got)
-                })
+            group.bench(format!("tokio_mt_{label}"), || {
+                let got = tokio_fanout(&rt, skewed);
+                assert_eq!(got, want);
+                black_box(got)
             });
         }
     }
 }
 
 fn fanout_fanin_balanced(c: &mut Criterion) {
-    let mut group = c.benchmark_group("fanout_fanin_balanced");
+    let mut group = cpu::Group::new(c, "fanout_fanin_balanced");
     group.throughput(Throughput::Elements(
         (FANOUT_REQUESTS * FANOUT_BRANCHES) as u64,
     ));
@@ -117,7 +116,7 @@ fn fanout_fanin_balanced(c: &mut Criterion) {
 }
 
 fn fanout_fanin_skewed(c: &mut Criterion) {
-    let mut group = c.benchmark_group("fanout_fanin_skewed");
+    let mut group = cpu::Group::new(c, "fanout_fanin_skewed");
     group.throughput(Throughput::Elements(
         (FANOUT_REQUESTS * FANOUT_BRANCHES) as u64,
     ));

@@ -38,6 +38,9 @@
 //! benchmark thread, hands the work to a runtime worker and waits for it,
 //! so the handoff is measured on every side.
 
+#[path = "common/cpu.rs"]
+mod cpu;
+
 use std::fs;
 use std::future::Future;
 use std::hint::black_box;
@@ -585,29 +588,27 @@ impl Drop for CompioPool {
 
 fn fs_read_rtt_4k(c: &mut Criterion, fx: &Fixture) {
     let want = expected_read_sum(RTT_READS);
-    let mut group = c.benchmark_group("fs_read_rtt_4k");
+    let mut group = cpu::Group::new(c, "fs_read_rtt_4k");
     group.throughput(Throughput::Elements(RTT_READS as u64));
     {
         let mut side = TokioSide::new(fx);
-        group.bench_function("tokio_spawn_blocking_pread_qd1", |b| {
-            b.iter(|| assert_eq!(black_box(side.reads_qd1(RTT_READS)), want))
+        group.bench("tokio_spawn_blocking_pread_qd1", || {
+            assert_eq!(black_box(side.reads_qd1(RTT_READS)), want)
         });
     }
     {
         let mut side = SpargioSide::new(fx);
-        group.bench_function("spargio_fs_read_at_qd1", |b| {
-            b.iter(|| assert_eq!(black_box(side.reads_qd1(RTT_READS)), want))
+        group.bench("spargio_fs_read_at_qd1", || {
+            assert_eq!(black_box(side.reads_qd1(RTT_READS)), want)
         });
     }
     {
         let pool = CompioPool::new(fx);
-        group.bench_function("compio_fs_read_at_qd1", |b| {
-            b.iter(|| {
-                assert_eq!(
-                    black_box(pool.run_one(CompioJob::ReadsQd1(RTT_READS))),
-                    want
-                )
-            })
+        group.bench("compio_fs_read_at_qd1", || {
+            assert_eq!(
+                black_box(pool.run_one(CompioJob::ReadsQd1(RTT_READS))),
+                want
+            )
         });
     }
     group.finish();
@@ -615,24 +616,24 @@ fn fs_read_rtt_4k(c: &mut Criterion, fx: &Fixture) {
 
 fn fs_read_throughput_4k_qd32(c: &mut Criterion, fx: &Fixture) {
     let want = expected_read_sum(QD32_READS);
-    let mut group = c.benchmark_group("fs_read_throughput_4k_qd32");
+    let mut group = cpu::Group::new(c, "fs_read_throughput_4k_qd32");
     group.throughput(Throughput::Elements(QD32_READS as u64));
     {
         let mut side = TokioSide::new(fx);
-        group.bench_function("tokio_spawn_blocking_pread_qd32", |b| {
-            b.iter(|| assert_eq!(black_box(side.reads_qd(QD32_READS)), want))
+        group.bench("tokio_spawn_blocking_pread_qd32", || {
+            assert_eq!(black_box(side.reads_qd(QD32_READS)), want)
         });
     }
     {
         let mut side = SpargioSide::new(fx);
-        group.bench_function("spargio_fs_read_at_qd32", |b| {
-            b.iter(|| assert_eq!(black_box(side.reads_qd(QD32_READS)), want))
+        group.bench("spargio_fs_read_at_qd32", || {
+            assert_eq!(black_box(side.reads_qd(QD32_READS)), want)
         });
     }
     {
         let pool = CompioPool::new(fx);
-        group.bench_function("compio_fs_read_at_qd32", |b| {
-            b.iter(|| assert_eq!(black_box(pool.reads_qd(QD32_READS)), want))
+        group.bench("compio_fs_read_at_qd32", || {
+            assert_eq!(black_box(pool.reads_qd(QD32_READS)), want)
         });
     }
     group.finish();
@@ -640,29 +641,27 @@ fn fs_read_throughput_4k_qd32(c: &mut Criterion, fx: &Fixture) {
 
 fn fs_metadata_rtt(c: &mut Criterion, fx: &Fixture) {
     let want = fx.meta_sum;
-    let mut group = c.benchmark_group("fs_metadata_rtt");
+    let mut group = cpu::Group::new(c, "fs_metadata_rtt");
     group.throughput(Throughput::Elements(META_LOOKUPS as u64));
     {
         let mut side = TokioSide::new(fx);
-        group.bench_function("tokio_spawn_blocking_metadata", |b| {
-            b.iter(|| assert_eq!(black_box(side.metadata(META_LOOKUPS)), want))
+        group.bench("tokio_spawn_blocking_metadata", || {
+            assert_eq!(black_box(side.metadata(META_LOOKUPS)), want)
         });
     }
     {
         let mut side = SpargioSide::new(fx);
-        group.bench_function("spargio_metadata_lite", |b| {
-            b.iter(|| assert_eq!(black_box(side.metadata(META_LOOKUPS)), want))
+        group.bench("spargio_metadata_lite", || {
+            assert_eq!(black_box(side.metadata(META_LOOKUPS)), want)
         });
     }
     {
         let pool = CompioPool::new(fx);
-        group.bench_function("compio_metadata", |b| {
-            b.iter(|| {
-                assert_eq!(
-                    black_box(pool.run_one(CompioJob::Metadata(META_LOOKUPS))),
-                    want
-                )
-            })
+        group.bench("compio_metadata", || {
+            assert_eq!(
+                black_box(pool.run_one(CompioJob::Metadata(META_LOOKUPS))),
+                want
+            )
         });
     }
     group.finish();

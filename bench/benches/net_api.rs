@@ -74,6 +74,9 @@
 //! As in the other benches, every variant's iteration starts on the
 //! benchmark thread, hands the work to a runtime worker and waits for it.
 
+#[path = "common/cpu.rs"]
+mod cpu;
+
 use std::hint::black_box;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::ops::Range;
@@ -1439,7 +1442,7 @@ fn print_stats(
 fn run_group(c: &mut Criterion, group: Group, placement: Placement, stats: bool) {
     let plan = Arc::new(group.plan);
     let want = plan.expected();
-    let mut g = c.benchmark_group(group.name);
+    let mut g = cpu::Group::new(c, group.name);
     g.throughput(Throughput::Bytes(plan.bytes()));
     let report = |variant: &str, iterations: u64| {
         if stats && iterations > 0 {
@@ -1450,11 +1453,9 @@ fn run_group(c: &mut Criterion, group: Group, placement: Placement, stats: bool)
         let mut side = tokio_side::Side::new(plan.streams);
         let mut iterations = 0;
         let name = format!("tokio_{}", group.suffix);
-        g.bench_function(&name, |b| {
-            b.iter(|| {
-                iterations += 1;
-                assert_eq!(black_box(side.run(&plan)), want)
-            })
+        g.bench(&name, || {
+            iterations += 1;
+            assert_eq!(black_box(side.run(&plan)), want)
         });
         report(&name, iterations);
     }
@@ -1462,9 +1463,7 @@ fn run_group(c: &mut Criterion, group: Group, placement: Placement, stats: bool)
         let mut side = spargio_side::Side::new(plan.streams, placement);
         let before = side.stats();
         let name = format!("spargio_{}", group.suffix);
-        g.bench_function(&name, |b| {
-            b.iter(|| assert_eq!(black_box(side.run(&plan)), want))
-        });
+        g.bench(&name, || assert_eq!(black_box(side.run(&plan)), want));
         report(&name, side.iterations());
         if stats && side.iterations() > 0 {
             print_stats(group.name, &before, &side.stats(), side.iterations());
@@ -1474,11 +1473,9 @@ fn run_group(c: &mut Criterion, group: Group, placement: Placement, stats: bool)
         let side = compio_side::Side::new(plan.streams, placement);
         let mut iterations = 0;
         let name = format!("compio_{}", group.suffix);
-        g.bench_function(&name, |b| {
-            b.iter(|| {
-                iterations += 1;
-                assert_eq!(black_box(side.run(&plan)), want)
-            })
+        g.bench(&name, || {
+            iterations += 1;
+            assert_eq!(black_box(side.run(&plan)), want)
         });
         report(&name, iterations);
     }

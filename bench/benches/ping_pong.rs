@@ -16,6 +16,9 @@
 //! to a runtime worker and waits for it to finish: the handoff is measured
 //! on every side.
 
+#[path = "common/cpu.rs"]
+mod cpu;
+
 use std::hint::black_box;
 use std::sync::mpsc as std_mpsc;
 use std::thread;
@@ -349,133 +352,115 @@ impl TokioMt2 {
 // ------------------------------------------------------------- benchmarks
 
 fn steady_ping_pong_rtt(c: &mut Criterion) {
-    let mut group = c.benchmark_group("steady_ping_pong_rtt");
+    let mut group = cpu::Group::new(c, "steady_ping_pong_rtt");
     group.throughput(Throughput::Elements(RTT_ROUNDS.into()));
     {
         let pair = SpargioPair::new(4096);
-        group.bench_function("spargio_io_uring", |b| {
-            b.iter(|| {
-                let v = pair.run(spargio_rtt(RTT_ROUNDS));
-                assert_eq!(v, RTT_ROUNDS);
-                black_box(v)
-            })
+        group.bench("spargio_io_uring", || {
+            let v = pair.run(spargio_rtt(RTT_ROUNDS));
+            assert_eq!(v, RTT_ROUNDS);
+            black_box(v)
         });
     }
     {
         let tk = TokioTwoWorker::new();
-        group.bench_function("tokio_two_worker", |b| {
-            b.iter(|| {
-                let v = tk.run(Job::Rtt(RTT_ROUNDS));
-                assert_eq!(v, RTT_ROUNDS);
-                black_box(v)
-            })
+        group.bench("tokio_two_worker", || {
+            let v = tk.run(Job::Rtt(RTT_ROUNDS));
+            assert_eq!(v, RTT_ROUNDS);
+            black_box(v)
         });
     }
     {
         let mut tk = TokioMt2::new();
-        group.bench_function("tokio_mt_2", |b| {
-            b.iter(|| {
-                let v = tk.run(Job::Rtt(RTT_ROUNDS));
-                assert_eq!(v, RTT_ROUNDS);
-                black_box(v)
-            })
+        group.bench("tokio_mt_2", || {
+            let v = tk.run(Job::Rtt(RTT_ROUNDS));
+            assert_eq!(v, RTT_ROUNDS);
+            black_box(v)
         });
     }
     group.finish();
 }
 
 fn steady_one_way_send_drain(c: &mut Criterion) {
-    let mut group = c.benchmark_group("steady_one_way_send_drain");
+    let mut group = cpu::Group::new(c, "steady_one_way_send_drain");
     group.throughput(Throughput::Elements(ONE_WAY_MSGS.into()));
     {
         let pair = SpargioPair::new(4096);
-        group.bench_function("spargio_io_uring", |b| {
-            b.iter(|| {
-                let n = pair.run(spargio_one_way(ONE_WAY_MSGS));
-                assert_eq!(n, ONE_WAY_MSGS);
-                black_box(n)
-            })
+        group.bench("spargio_io_uring", || {
+            let n = pair.run(spargio_one_way(ONE_WAY_MSGS));
+            assert_eq!(n, ONE_WAY_MSGS);
+            black_box(n)
         });
     }
     {
         let tk = TokioTwoWorker::new();
-        group.bench_function("tokio_two_worker", |b| {
-            b.iter(|| {
-                let n = tk.run(Job::OneWay(ONE_WAY_MSGS));
-                assert_eq!(n, ONE_WAY_MSGS);
-                black_box(n)
-            })
+        group.bench("tokio_two_worker", || {
+            let n = tk.run(Job::OneWay(ONE_WAY_MSGS));
+            assert_eq!(n, ONE_WAY_MSGS);
+            black_box(n)
         });
     }
     {
         let mut tk = TokioMt2::new();
-        group.bench_function("tokio_mt_2", |b| {
-            b.iter(|| {
-                let n = tk.run(Job::OneWay(ONE_WAY_MSGS));
-                assert_eq!(n, ONE_WAY_MSGS);
-                black_box(n)
-            })
+        group.bench("tokio_mt_2", || {
+            let n = tk.run(Job::OneWay(ONE_WAY_MSGS));
+            assert_eq!(n, ONE_WAY_MSGS);
+            black_box(n)
         });
     }
     group.finish();
 }
 
 fn cold_start_ping_pong(c: &mut Criterion) {
-    let mut group = c.benchmark_group("cold_start_ping_pong");
-    group.bench_function("spargio_io_uring", |b| {
-        b.iter(|| {
-            let rt = Runtime::builder()
-                .shards(2)
-                .build()
-                .expect("spargio runtime");
-            let handle = rt.handle();
-            let peer = handle
-                .spawn_pinned(SHARD_B, spargio_peer())
-                .expect("spawn peer");
-            let driver = handle
-                .spawn_pinned(SHARD_A, async {
-                    let v = spargio_rtt(COLD_ROUNDS).await;
-                    spargio_stop_peer().await;
-                    v
-                })
-                .expect("spawn driver");
-            let v = spargio::block_on(driver).expect("driver task");
-            spargio::block_on(peer).expect("peer task");
-            drop(rt);
-            assert_eq!(v, COLD_ROUNDS);
-            black_box(v)
-        })
+    let mut group = cpu::Group::new(c, "cold_start_ping_pong");
+    group.bench("spargio_io_uring", || {
+        let rt = Runtime::builder()
+            .shards(2)
+            .build()
+            .expect("spargio runtime");
+        let handle = rt.handle();
+        let peer = handle
+            .spawn_pinned(SHARD_B, spargio_peer())
+            .expect("spawn peer");
+        let driver = handle
+            .spawn_pinned(SHARD_A, async {
+                let v = spargio_rtt(COLD_ROUNDS).await;
+                spargio_stop_peer().await;
+                v
+            })
+            .expect("spawn driver");
+        let v = spargio::block_on(driver).expect("driver task");
+        spargio::block_on(peer).expect("peer task");
+        drop(rt);
+        assert_eq!(v, COLD_ROUNDS);
+        black_box(v)
     });
-    group.bench_function("tokio_two_worker", |b| {
-        b.iter(|| {
-            let (mut ends, (peer_rx, peer_tx)) = tokio_channels();
-            let worker_b =
-                thread::spawn(move || current_thread_rt().block_on(tokio_peer(peer_rx, peer_tx)));
-            // A's channel ends drop when its thread finishes, which ends B.
-            let worker_a = thread::spawn(move || {
-                current_thread_rt().block_on(async move { ends.run(Job::Rtt(COLD_ROUNDS)).await })
-            });
-            let v = worker_a.join().expect("worker A");
-            worker_b.join().expect("worker B");
-            assert_eq!(v, COLD_ROUNDS);
-            black_box(v)
-        })
+    group.bench("tokio_two_worker", || {
+        let (mut ends, (peer_rx, peer_tx)) = tokio_channels();
+        let worker_b =
+            thread::spawn(move || current_thread_rt().block_on(tokio_peer(peer_rx, peer_tx)));
+        // A's channel ends drop when its thread finishes, which ends B.
+        let worker_a = thread::spawn(move || {
+            current_thread_rt().block_on(async move { ends.run(Job::Rtt(COLD_ROUNDS)).await })
+        });
+        let v = worker_a.join().expect("worker A");
+        worker_b.join().expect("worker B");
+        assert_eq!(v, COLD_ROUNDS);
+        black_box(v)
     });
-    group.bench_function("tokio_mt_2", |b| {
-        b.iter(|| {
-            let rt = multi_thread_rt(2);
-            let (mut ends, (peer_rx, peer_tx)) = tokio_channels();
-            rt.spawn(tokio_peer(peer_rx, peer_tx));
-            let v = rt.block_on(async move {
-                tokio::spawn(async move { ends.run(Job::Rtt(COLD_ROUNDS)).await })
-                    .await
-                    .expect("driver task")
-            });
-            // Dropping the runtime shuts it down and joins its workers.
-            drop(rt);
-            assert_eq!(v, COLD_ROUNDS);
-            black_box(v)
-        })
+    group.bench("tokio_mt_2", || {
+        let rt = multi_thread_rt(2);
+        let (mut ends, (peer_rx, peer_tx)) = tokio_channels();
+        rt.spawn(tokio_peer(peer_rx, peer_tx));
+        let v = rt.block_on(async move {
+            tokio::spawn(async move { ends.run(Job::Rtt(COLD_ROUNDS)).await })
+                .await
+                .expect("driver task")
+        });
+        // Dropping the runtime shuts it down and joins its workers.
+        drop(rt);
+        assert_eq!(v, COLD_ROUNDS);
+        black_box(v)
     });
     group.finish();
 }

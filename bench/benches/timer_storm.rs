@@ -8,6 +8,9 @@
 //! * `compio`: one persistent compio runtime per thread (thread-per-core),
 //!   the timers split evenly, `compio::time::sleep`.
 
+#[path = "common/cpu.rs"]
+mod cpu;
+
 use std::future::{poll_fn, Future};
 use std::hint::black_box;
 use std::sync::mpsc;
@@ -131,15 +134,15 @@ impl CompioPool {
 
 fn timer_storm(c: &mut Criterion) {
     let ncpu = thread::available_parallelism().map_or(1, |n| n.get());
-    let mut group = c.benchmark_group("timer_storm");
-    group.sample_size(10);
+    let mut group = cpu::Group::new(c, "timer_storm");
+    group.inner().sample_size(10);
     {
         let rt = spargio::Runtime::builder()
             .shards(ncpu)
             .build()
             .expect("spargio");
         let handle = rt.handle();
-        group.bench_function("spargio", |b| b.iter(|| spargio_storm(black_box(&handle))));
+        group.bench("spargio", || spargio_storm(black_box(&handle)));
     }
     {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -147,11 +150,11 @@ fn timer_storm(c: &mut Criterion) {
             .enable_time()
             .build()
             .expect("tokio");
-        group.bench_function("tokio_mt", |b| b.iter(|| tokio_storm(black_box(&rt))));
+        group.bench("tokio_mt", || tokio_storm(black_box(&rt)));
     }
     {
         let pool = CompioPool::new(ncpu);
-        group.bench_function("compio", |b| b.iter(|| pool.storm()));
+        group.bench("compio", || pool.storm());
     }
     group.finish();
 }

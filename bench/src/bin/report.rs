@@ -91,6 +91,9 @@ struct Variant {
     /// Criterion's slope estimate (what its console prints as `time` under
     /// linear sampling), ns; `None` under flat sampling.
     slope: Option<f64>,
+    /// From `cpu.json` (benches/common/cpu.rs): process CPU time per
+    /// iteration, ns, and CPU time over wall time (cores kept busy).
+    cpu: Option<(f64, f64)>,
 }
 
 struct Group {
@@ -151,6 +154,12 @@ fn read_variant(dir: &Path) -> Option<Variant> {
         mean: point,
         ci: (lo, hi),
         slope: est["slope"]["point_estimate"].as_f64(),
+        cpu: read_json(&dir.join("cpu.json")).and_then(|c| {
+            let iters = c["iters"].as_f64().filter(|&n| n > 0.0)?;
+            let cpu = c["cpu_ns"].as_f64()?;
+            let wall = c["wall_ns"].as_f64().filter(|&w| w > 0.0)?;
+            Some((cpu / iters, cpu / wall))
+        }),
     })
 }
 
@@ -209,10 +218,18 @@ fn render_groups(groups: &[Group], md: &mut String, ratios: &mut Vec<Ratio>) {
         let _ = writeln!(md, "### {}\n", group.name);
         let _ = writeln!(
             md,
-            "| variant | mean | 95% CI of mean | slope | compared with | ratio vs spargio |"
+            "| variant | mean | 95% CI of mean | slope | CPU / iter | cores busy | compared with | ratio vs spargio | CPU ratio vs spargio |"
         );
-        let _ = writeln!(md, "|---|---:|---:|---:|---|---:|");
+        let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---|---:|---:|");
         for v in &group.variants {
+            let cpu_ratio = match (baseline(group, &v.name).and_then(|b| b.cpu), v.cpu) {
+                (Some((b, _)), Some((c, _))) if b > 0.0 => format!("{:.2}", c / b),
+                _ => "n/a".to_string(),
+            };
+            let (cpu, busy) = v.cpu.map_or_else(
+                || ("n/a".to_string(), "n/a".to_string()),
+                |(c, b)| (fmt_time(c), format!("{b:.2}")),
+            );
             let (vs, ratio) = match baseline(group, &v.name) {
                 Some(b) if b.name == v.name => ("—".to_string(), "1.00".to_string()),
                 Some(b) => {
@@ -229,15 +246,18 @@ fn render_groups(groups: &[Group], md: &mut String, ratios: &mut Vec<Ratio>) {
             };
             let _ = writeln!(
                 md,
-                "| {} | {} | {} – {} | {} | {} | {} |",
+                "| {} | {} | {} – {} | {} | {} | {} | {} | {} | {} |",
                 v.name,
                 fmt_time(v.mean),
                 fmt_time(v.ci.0),
                 fmt_time(v.ci.1),
                 v.slope
                     .map_or_else(|| "(flat sampling)".to_string(), fmt_time),
+                cpu,
+                busy,
                 vs,
-                ratio
+                ratio,
+                cpu_ratio
             );
         }
         let _ = writeln!(md);
