@@ -111,6 +111,12 @@ counters! {
         ring_msgs_backpressure,
         /// Outside sends to this shard refused with `SendError::Backpressure`.
         ring_msgs_injected_backpressure,
+        /// Direct messages this shard posted in their own `MSG_RING`
+        /// (`send_raw_direct_nowait`; included in `ring_msgs_submitted`).
+        ring_msgs_direct,
+        /// Direct posts of this shard the kernel refused, re-sent through
+        /// the mailbox.
+        ring_msgs_direct_resent,
         /// Spawns refused with `RuntimeError::Overloaded`.
         stealable_backpressure,
         /// Native operations submitted to this shard's ring (from any thread).

@@ -28,6 +28,7 @@
 //! and reaps it when the driver is dropped, before the buffer is freed.
 
 pub mod audit;
+pub(crate) mod direct_msg;
 pub mod faults;
 pub(crate) mod lifecycle;
 pub(crate) mod ops_table;
@@ -35,6 +36,7 @@ mod ring;
 mod user_data;
 mod wake;
 
+pub(crate) use direct_msg::DirectMsg;
 pub(crate) use lifecycle::Outcome;
 pub(crate) use ops_table::{OpKey, OpTable, Phase, Reaped};
 pub(crate) use ring::{Ring, RingConfig};
@@ -62,6 +64,10 @@ pub(crate) struct Driver {
     eventfd_armed: bool,
     /// Doorbells whose `MSG_RING` failed; to be rung by eventfd instead.
     failed_doorbells: Vec<ShardId>,
+    /// Direct messages reaped from this ring, and direct sends of ours that
+    /// the kernel refused (see `direct_msg.rs`), for the worker to take.
+    direct_in: Vec<DirectMsg>,
+    direct_failed: Vec<DirectMsg>,
     /// Operation SQEs waiting for room in the submission queue.
     backlog: VecDeque<squeue::Entry>,
     /// Operation completions of the current reap, before they are handed
@@ -91,6 +97,8 @@ impl Driver {
             eventfd_buf: Box::new(0),
             eventfd_armed: false,
             failed_doorbells: Vec::new(),
+            direct_in: Vec::new(),
+            direct_failed: Vec::new(),
             backlog: VecDeque::new(),
             op_cqes: Vec::new(),
             next_bgid: 0,
@@ -120,6 +128,21 @@ impl Driver {
         let entry = wake::doorbell_entry(target_fd, target);
         // SAFETY: MSG_RING data carries no pointers; nothing to keep alive.
         unsafe { self.ring.push(&entry) }
+    }
+
+    /// True when direct messages were reaped or direct sends failed.
+    pub(crate) fn has_direct(&self) -> bool {
+        !self.direct_in.is_empty() || !self.direct_failed.is_empty()
+    }
+
+    /// Takes the direct messages received and the direct sends refused.
+    pub(crate) fn take_direct(
+        &mut self,
+        received: &mut Vec<DirectMsg>,
+        failed: &mut Vec<DirectMsg>,
+    ) {
+        received.append(&mut self.direct_in);
+        failed.append(&mut self.direct_failed);
     }
 
     /// Queues an operation's SQE (behind any backlog, so order is kept).
@@ -196,6 +219,7 @@ impl Driver {
     fn reap(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
         let mut rearm = false;
         let failed = &mut self.failed_doorbells;
+        let (direct_in, direct_failed) = (&mut self.direct_in, &mut self.direct_failed);
         let op_cqes = &mut self.op_cqes;
         let n = self.ring.reap(|raw, res, flags| {
             let ud = UserData::from_raw(raw);
@@ -208,7 +232,11 @@ impl Driver {
                     ));
                 }
                 Some(Tag::DoorbellSend) if res < 0 => failed.push(ud.payload() as ShardId),
-                Some(Tag::Detached | Tag::Doorbell | Tag::DoorbellSend) => {}
+                Some(Tag::DirectMsg) => direct_in.push(direct_msg::received(ud.payload(), res)),
+                Some(Tag::DirectMsgSend) if res < 0 => {
+                    direct_failed.push(direct_msg::failed(ud.payload()));
+                }
+                Some(Tag::Detached | Tag::Doorbell | Tag::DoorbellSend | Tag::DirectMsgSend) => {}
                 Some(Tag::EventfdRead) => rearm = true,
                 // Not ours (a `user_data` no runtime SQE carries): nothing
                 // in the runtime belongs to it, so it is dropped.

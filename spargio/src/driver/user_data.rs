@@ -23,6 +23,13 @@ pub(crate) enum Tag {
     /// An `ASYNC_CANCEL` (or other fire-and-forget SQE such as the close of
     /// a dropped file) whose completion carries nothing we need.
     Detached = 5,
+    /// A direct message posted into this ring by another shard's
+    /// `MSG_RING`; payload: sender and tag, value in `res` (see
+    /// `direct_msg.rs`).
+    DirectMsg = 6,
+    /// The sender-side completion of a direct message, skipped on
+    /// success; payload: target, tag and value, to re-send on failure.
+    DirectMsgSend = 7,
 }
 
 impl Tag {
@@ -33,6 +40,8 @@ impl Tag {
             3 => Some(Tag::EventfdRead),
             4 => Some(Tag::Op),
             5 => Some(Tag::Detached),
+            6 => Some(Tag::DirectMsg),
+            7 => Some(Tag::DirectMsgSend),
             _ => None,
         }
     }

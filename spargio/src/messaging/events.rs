@@ -15,6 +15,8 @@ use crate::task::ShardId;
 pub(crate) struct EventState {
     waiters: Vec<Waker>,
     external: VecDeque<(u16, u32)>,
+    /// Direct messages reaped from the ring: (sender, tag, val).
+    direct: VecDeque<(ShardId, u16, u32)>,
     /// Next source to look at, so no sender can starve the others.
     cursor: usize,
 }
@@ -24,6 +26,7 @@ impl EventState {
         EventState {
             waiters: Vec::new(),
             external: VecDeque::new(),
+            direct: VecDeque::new(),
             cursor: 0,
         }
     }
@@ -32,12 +35,21 @@ impl EventState {
         self.external.push_back((tag, val));
     }
 
+    pub(crate) fn push_direct(&mut self, from: ShardId, tag: u16, val: u32) {
+        self.direct.push_back((from, tag, val));
+    }
+
     /// Shutdown: drops queued outside messages and waiters.
     pub(crate) fn clear(&mut self, shared: &Shared, me: ShardId) {
         let n = self.external.len();
         self.external.clear();
         shared.shards[me]
             .external_msgs
+            .fetch_sub(n, Ordering::Relaxed);
+        let n = self.direct.len();
+        self.direct.clear();
+        shared.shards[me]
+            .direct_msgs
             .fetch_sub(n, Ordering::Relaxed);
         self.waiters.clear();
     }
@@ -48,6 +60,12 @@ impl Worker {
     pub(crate) fn try_next_event(&self) -> Option<Event> {
         let n = self.shared.shard_count();
         let mut st = self.events.borrow_mut();
+        // Direct messages first: they are the urgent control kind.
+        if let Some((from, tag, val)) = st.direct.pop_front() {
+            self.me().direct_msgs.fetch_sub(1, Ordering::Relaxed);
+            Counters::bump_local(&self.counters().ring_msgs_completed);
+            return Some(Event::RingMsg { from, tag, val });
+        }
         for i in 0..n {
             let from = (st.cursor + i) % n;
             let Some(mailbox) = self.shared.mail.get(from, self.id) else {
@@ -78,7 +96,8 @@ impl Worker {
     /// True when a waiter exists and a message is ready for it.
     pub(crate) fn events_pending(&self) -> bool {
         let st = self.events.borrow();
-        !st.waiters.is_empty() && (!st.external.is_empty() || self.mail_pending())
+        !st.waiters.is_empty()
+            && (!st.external.is_empty() || !st.direct.is_empty() || self.mail_pending())
     }
 
     fn mail_pending(&self) -> bool {

@@ -27,5 +27,6 @@ pub use event::{Event, RingMsg};
 pub(crate) use events::EventState;
 pub(crate) use mailbox::Mailboxes;
 pub use remote::RemoteShard;
+pub(crate) use send::resend;
 pub use shard_ctx::{NextEvent, ShardCtx};
 pub use ticket::SendTicket;

@@ -68,6 +68,19 @@ impl RemoteShard {
         send::send_many_typed(&self.shared, self.target, msgs)
     }
 
+    /// Sends `(tag, val)` in its own `MSG_RING` (see
+    /// [`ShardCtx::send_raw_direct_nowait`](crate::ShardCtx::send_raw_direct_nowait)).
+    /// From a thread outside the runtime it takes the queued path and
+    /// arrives as [`Event::External`](crate::Event::External).
+    pub fn send_raw_direct_nowait(&self, tag: u16, val: u32) -> Result<(), SendError> {
+        send::send_direct(&self.shared, self.target, &[(tag, val)])
+    }
+
+    /// Several direct messages, all or none.
+    pub fn send_many_raw_direct_nowait(&self, msgs: &[(u16, u32)]) -> Result<(), SendError> {
+        send::send_direct(&self.shared, self.target, msgs)
+    }
+
     /// Barrier: on a shard, resolves once this shard's pending doorbells
     /// are submitted; outside the runtime, sends are synchronous and it
     /// resolves at once.

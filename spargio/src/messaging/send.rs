@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::mailbox::pack;
 use super::RingMsg;
+use crate::driver::direct_msg::MAX_DIRECT_TARGET;
 use crate::error::SendError;
 use crate::runtime::context;
 use crate::scheduler::{Command, Shared};
@@ -77,6 +78,64 @@ pub(crate) fn send_all(
             res
         }
     }
+}
+
+/// Sends every message or none as direct `MSG_RING`s, each carrying its
+/// value in the CQE (see `driver/direct_msg.rs`). Where that path is not
+/// open (from outside the runtime, to the sending shard itself, to a shard
+/// above 255, or without `MSG_RING`), the messages take the queued path of
+/// [`send_all`] instead; either way they arrive as events.
+pub(crate) fn send_direct(
+    shared: &Arc<Shared>,
+    target: ShardId,
+    msgs: &[(u16, u32)],
+) -> Result<(), SendError> {
+    let source = context::current_shard(shared);
+    let fd = (target < shared.shard_count())
+        .then(|| shared.shards[target].msg_ring_fd())
+        .flatten();
+    let (Some(source), Some(fd)) = (source, fd) else {
+        return send_all(shared, target, msgs);
+    };
+    if source == target || target > MAX_DIRECT_TARGET || shared.is_closing() || msgs.is_empty() {
+        return send_all(shared, target, msgs);
+    }
+    let counters = &shared.shards[source].counters;
+    let queued = &shared.shards[target].direct_msgs;
+    let n = msgs.len();
+    let before = queued.fetch_add(n, Ordering::AcqRel);
+    if before + n > shared.config.msg_queue_capacity {
+        queued.fetch_sub(n, Ordering::AcqRel);
+        Counters::bump_local(&counters.ring_msgs_backpressure);
+        return Err(SendError::Backpressure);
+    }
+    context::with_worker(|w| {
+        if let Some(w) = w {
+            w.send_direct(fd, target, msgs);
+        }
+    });
+    // Single writer: only `source`'s thread sends as `source`.
+    for c in [&counters.ring_msgs_submitted, &counters.ring_msgs_direct] {
+        c.store(c.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Re-sends, through the mailbox, a direct message from `source` (the
+/// calling shard) whose `MSG_RING` the kernel refused.
+pub(crate) fn resend(
+    shared: &Arc<Shared>,
+    source: ShardId,
+    target: ShardId,
+    tag: u16,
+    val: u32,
+) -> Result<(), SendError> {
+    if shared.is_closing() {
+        return Err(SendError::Closed);
+    }
+    send_from_shard(shared, source, target, &[(tag, val)])?;
+    shared.notify(target);
+    Ok(())
 }
 
 /// Encodes typed messages (on the stack for up to `CHUNK`) and sends them

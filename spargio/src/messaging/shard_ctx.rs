@@ -161,6 +161,55 @@ impl ShardCtx {
         send::send_many_typed(&self.shared, target, msgs)
     }
 
+    /// Sends `(tag, val)` in its own `MSG_RING`: the value rides in the
+    /// completion the kernel posts into `target`'s ring, with no mailbox
+    /// and no separate doorbell (the CQE is the wake). For rare, tiny
+    /// control messages (a stop, a reconfigure) that should not queue
+    /// behind a busy mailbox; bulk traffic is cheaper through
+    /// [`ShardCtx::send_raw_nowait`], which batches.
+    ///
+    /// Arrives as [`Event::RingMsg`] like any other message, ahead of the
+    /// target's queued mailbox messages (so not ordered with them). Bounded
+    /// like a mailbox: `Backpressure` when `msg_ring_queue_capacity` direct
+    /// messages to `target` are still unread. A post the kernel refuses is
+    /// re-sent through the mailbox, never dropped. To this shard itself, to
+    /// a shard above 255, or without `MSG_RING`, it takes the mailbox path.
+    ///
+    /// ```
+    /// use spargio::{Event, Runtime, ShardCtx};
+    ///
+    /// let rt = Runtime::builder().shards(2).build().unwrap();
+    /// let h = rt.handle();
+    /// let rx = h
+    ///     .spawn_pinned(1, async {
+    ///         ShardCtx::current().unwrap().next_event().await
+    ///     })
+    ///     .unwrap();
+    /// h.spawn_pinned(0, async {
+    ///     ShardCtx::current().unwrap().send_raw_direct_nowait(1, 9, 99).unwrap();
+    /// })
+    /// .unwrap();
+    /// assert_eq!(spargio::block_on(rx).unwrap(), Event::RingMsg { from: 0, tag: 9, val: 99 });
+    /// ```
+    pub fn send_raw_direct_nowait(
+        &self,
+        target: ShardId,
+        tag: u16,
+        val: u32,
+    ) -> Result<(), SendError> {
+        send::send_direct(&self.shared, target, &[(tag, val)])
+    }
+
+    /// [`ShardCtx::send_raw_direct_nowait`] for several messages: all are
+    /// posted or none (`Backpressure`), one `MSG_RING` each.
+    pub fn send_many_raw_direct_nowait(
+        &self,
+        target: ShardId,
+        msgs: &[(u16, u32)],
+    ) -> Result<(), SendError> {
+        send::send_direct(&self.shared, target, msgs)
+    }
+
     /// A barrier: resolves once every doorbell this shard owes for earlier
     /// sends has been submitted to the kernel.
     pub fn flush(&self) -> SendTicket {

@@ -44,6 +44,9 @@ pub(crate) struct ShardShared {
     pub(crate) ops: OpTable,
     /// Messages from outside the runtime queued and not yet consumed.
     pub(crate) external_msgs: AtomicUsize,
+    /// Direct messages to this shard sent and not yet consumed (in flight
+    /// in the kernel or queued as events); bounded like a mailbox.
+    pub(crate) direct_msgs: AtomicUsize,
     pub(crate) features: OnceLock<RingFeatures>,
     pub(crate) timers: ShardTimers,
 }
@@ -62,6 +65,7 @@ impl ShardShared {
             registry: Registry::default(),
             ops: OpTable::default(),
             external_msgs: AtomicUsize::new(0),
+            direct_msgs: AtomicUsize::new(0),
             features: OnceLock::new(),
             timers: ShardTimers::new(),
         }

@@ -33,7 +33,7 @@ use super::run_queue::{Origin, RunQueue};
 use super::spin::AdaptiveSpin;
 use super::steal::StealState;
 use super::{inbox::Command, ShardShared, Shared};
-use crate::driver::{handshake_fence, Driver, Reaped};
+use crate::driver::{handshake_fence, DirectMsg, Driver, Reaped};
 use crate::messaging::EventState;
 use crate::runtime::context;
 use crate::stats::Counters;
@@ -62,6 +62,10 @@ pub(crate) struct Worker {
     /// Operation SQEs pushed while the driver was borrowed (see
     /// `Worker::push_sqe`).
     pub(super) staged: RefCell<Vec<io_uring::squeue::Entry>>,
+    /// Direct messages taken from the driver: received, refused (see
+    /// `direct.rs`); and refused ones waiting for mailbox room.
+    pub(super) direct_scratch: RefCell<(Vec<DirectMsg>, Vec<DirectMsg>)>,
+    pub(super) direct_retry: RefCell<std::collections::VecDeque<DirectMsg>>,
     pub(super) steal: RefCell<StealState>,
     in_poll: Cell<bool>,
     /// How long to spin before parking (see `spin.rs`).
@@ -90,6 +94,8 @@ impl Worker {
             fired: RefCell::new(Vec::new()),
             reaped: RefCell::new(Reaped::default()),
             staged: RefCell::new(Vec::new()),
+            direct_scratch: RefCell::new((Vec::new(), Vec::new())),
+            direct_retry: RefCell::new(std::collections::VecDeque::new()),
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
             spin: AdaptiveSpin::new(shared.config.spin_before_park),
@@ -207,6 +213,7 @@ impl Worker {
         };
         self.check_ring(res.map(drop));
         self.settle_reaped();
+        self.take_direct();
         self.retry_failed_doorbells();
     }
 
@@ -437,7 +444,7 @@ impl Worker {
             }
             Counters::bump_local(&self.counters().parks);
             let watchdog = !self.shared.is_closing() && self.others_running();
-            let bound = if self.shared.is_closing() {
+            let bound = if self.shared.is_closing() || self.direct_retries_pending() {
                 Some(SHUTDOWN_POLL)
             } else {
                 watchdog.then_some(LIFO_WATCHDOG)
