@@ -122,3 +122,36 @@ fn runtime_error_converts_to_io_error() {
     let io: std::io::Error = err.into();
     assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput);
 }
+
+#[test]
+fn throughput_mode_sets_its_flags_and_runs_io() {
+    for sqpoll in [None, Some(10)] {
+        let rt = RuntimeBuilder::new()
+            .shards(2)
+            .io_uring_coop_taskrun(false)
+            .io_uring_throughput_mode(sqpoll)
+            .build()
+            .unwrap();
+        let h = rt.handle();
+        for s in &h.stats_snapshot().shards {
+            // The kernel takes cooperative task running only without
+            // SQPOLL (which it may refuse too: then the build fell back).
+            if sqpoll.is_none() {
+                assert!(s.ring.coop_taskrun && !s.ring.sqpoll);
+            } else if s.ring.sqpoll {
+                assert!(!s.ring.coop_taskrun && !s.ring.defer_taskrun);
+            }
+        }
+        // I/O on every shard: a pipe round trip through the ring.
+        let (a, b) = spargio::net::UnixStream::pair(&h).unwrap();
+        let got = spargio::block_on(
+            h.spawn_pinned(1, async move {
+                a.write_all_owned(b"through".to_vec()).await.unwrap();
+                b.recv(16).await.unwrap()
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(&got[..], b"through");
+    }
+}

@@ -93,8 +93,11 @@ impl Ring {
             defer_taskrun: config.defer_taskrun
                 && config.single_issuer
                 && config.sqpoll_idle_ms.is_none(),
-            taskrun_flag: config.coop_taskrun || config.defer_taskrun,
-            coop_taskrun: config.coop_taskrun,
+            // The kernel refuses the task-run flags with SQPOLL (no IPIs
+            // to tune there): do not ask for what it will refuse.
+            taskrun_flag: (config.coop_taskrun || config.defer_taskrun)
+                && config.sqpoll_idle_ms.is_none(),
+            coop_taskrun: config.coop_taskrun && config.sqpoll_idle_ms.is_none(),
             single_issuer: config.single_issuer,
             sqpoll: config.sqpoll_idle_ms.is_some(),
         };

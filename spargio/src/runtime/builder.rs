@@ -129,6 +129,30 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Preset for throughput over latency: with `Some(ms)`, a kernel SQ
+    /// polling thread per ring that keeps picking up submissions without a
+    /// syscall and sleeps after `ms` of idleness (it costs that thread's
+    /// CPU while it polls; the kernel takes none of the task-run flags,
+    /// `COOP_TASKRUN` and `DEFER_TASKRUN`, with SQPOLL). With `None`, SQ
+    /// polling stays off and cooperative task running is on. Where the kernel
+    /// refuses a flag (`EINVAL`), `build` falls back flag by flag rather
+    /// than failing; `stats_snapshot().shards[i].ring` says what each ring
+    /// got.
+    ///
+    /// ```
+    /// let rt = spargio::Runtime::builder()
+    ///     .shards(2)
+    ///     .io_uring_throughput_mode(Some(10))
+    ///     .build()
+    ///     .unwrap();
+    /// let got = &rt.handle().stats_snapshot().shards[0].ring;
+    /// println!("sqpoll: {}, coop_taskrun: {}", got.sqpoll, got.coop_taskrun);
+    /// ```
+    pub fn io_uring_throughput_mode(self, sqpoll_idle_ms: Option<u32>) -> Self {
+        self.io_uring_coop_taskrun(true)
+            .io_uring_sqpoll(sqpoll_idle_ms)
+    }
+
     /// Pins the SQ polling kernel thread to a CPU.
     pub fn io_uring_sqpoll_cpu(mut self, cpu: Option<u32>) -> Self {
         self.sqpoll_cpu = cpu;
