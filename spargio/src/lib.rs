@@ -88,7 +88,9 @@ pub mod __private {
     pub use crate::driver::faults;
     pub use crate::runtime::block_on;
 }
-pub use messaging::{Event, NextEvent, RemoteShard, RingMsg, SendTicket, ShardCtx};
+pub use messaging::{
+    Event, NextEvent, NextHotCount, NextHotEvent, RemoteShard, RingMsg, SendTicket, ShardCtx,
+};
 pub use native::{NativeFd, UringCqe, UringNativeAny};
 pub use runtime::{
     block_on, run, run_local_on, run_with, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle,

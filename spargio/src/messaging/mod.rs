@@ -17,6 +17,7 @@
 
 mod event;
 mod events;
+pub(crate) mod hot;
 mod mailbox;
 mod remote;
 mod send;
@@ -28,5 +29,5 @@ pub(crate) use events::EventState;
 pub(crate) use mailbox::Mailboxes;
 pub use remote::RemoteShard;
 pub(crate) use send::resend;
-pub use shard_ctx::{NextEvent, ShardCtx};
+pub use shard_ctx::{NextEvent, NextHotCount, NextHotEvent, ShardCtx};
 pub use ticket::SendTicket;

@@ -232,6 +232,29 @@ impl ShardCtx {
         self.with_own_worker(|w| w.try_next_event())
     }
 
+    /// The next message on this shard's hot lane: one whose tag was
+    /// configured with `RuntimeBuilder::hot_msg_tag(s)` (see there). Without
+    /// hot tags configured it never resolves.
+    ///
+    /// Panics if polled off this shard's thread.
+    pub fn next_hot_event(&self) -> NextHotEvent<'_> {
+        NextHotEvent { ctx: self }
+    }
+
+    /// Waits until the coalesced counter of `tag` (a tag configured with
+    /// `RuntimeBuilder::coalesced_hot_msg_tag(s)`) is nonzero, and takes
+    /// it: the sum of the values received since it was last taken.
+    ///
+    /// Panics if polled off this shard's thread.
+    pub fn next_hot_count(&self, tag: u16) -> NextHotCount<'_> {
+        NextHotCount { ctx: self, tag }
+    }
+
+    /// Takes the coalesced counter of `tag` if it is nonzero.
+    pub fn try_take_hot_count(&self, tag: u16) -> Option<u64> {
+        self.with_own_worker(|w| w.try_take_hot_count(tag))
+    }
+
     fn with_own_worker<R>(&self, f: impl FnOnce(&Worker) -> R) -> R {
         context::with_worker(|w| {
             let w = w
@@ -260,5 +283,50 @@ impl Future for NextEvent<'_> {
                 Poll::Pending
             }
         })
+    }
+}
+
+/// Future returned by [`ShardCtx::next_hot_event`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct NextHotEvent<'a> {
+    ctx: &'a ShardCtx,
+}
+
+impl Future for NextHotEvent<'_> {
+    type Output = Event;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Event> {
+        self.ctx.with_own_worker(|w| match w.try_next_hot_event() {
+            Some(event) => Poll::Ready(event),
+            None => {
+                w.register_hot_waiter(cx.waker());
+                Poll::Pending
+            }
+        })
+    }
+}
+
+/// Future returned by [`ShardCtx::next_hot_count`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct NextHotCount<'a> {
+    ctx: &'a ShardCtx,
+    tag: u16,
+}
+
+impl Future for NextHotCount<'_> {
+    type Output = u64;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u64> {
+        let tag = self.tag;
+        self.ctx
+            .with_own_worker(|w| match w.try_take_hot_count(tag) {
+                Some(n) => Poll::Ready(n),
+                None => {
+                    w.register_count_waiter(tag, cx.waker());
+                    Poll::Pending
+                }
+            })
     }
 }

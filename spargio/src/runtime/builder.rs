@@ -5,6 +5,7 @@ use std::time::Duration;
 use super::Runtime;
 use crate::driver::RingConfig;
 use crate::error::RuntimeError;
+use crate::messaging::hot::HotConfig;
 
 /// Most shards a runtime may have.
 const MAX_SHARDS: usize = 1024;
@@ -61,6 +62,7 @@ pub struct RuntimeBuilder {
     steal_backoff_min: u32,
     steal_backoff_max: u32,
     msg_ring_queue_capacity: usize,
+    hot: HotConfig,
     spin_before_park: Duration,
     max_blocking_threads: usize,
     blocking_keep_alive: Duration,
@@ -89,6 +91,7 @@ impl Default for RuntimeBuilder {
             steal_backoff_min: 0,
             steal_backoff_max: 16,
             msg_ring_queue_capacity: 4096,
+            hot: HotConfig::default(),
             spin_before_park: Duration::from_micros(50),
             max_blocking_threads: 512,
             blocking_keep_alive: Duration::from_secs(10),
@@ -126,6 +129,103 @@ impl RuntimeBuilder {
     /// (the default) turns it off. Excludes `DEFER_TASKRUN`.
     pub fn io_uring_sqpoll(mut self, idle_ms: Option<u32>) -> Self {
         self.sqpoll_idle_ms = idle_ms;
+        self
+    }
+
+    /// Routes received messages with `tag` to the shard's hot lane, read
+    /// with [`ShardCtx::next_hot_event`](crate::ShardCtx::next_hot_event)
+    /// instead of `next_event` (see [`RuntimeBuilder::hot_msg_tags`]).
+    pub fn hot_msg_tag(mut self, tag: u16) -> Self {
+        self.hot.hot.insert(tag);
+        self
+    }
+
+    /// Routes received messages with any of `tags` to the hot lane: control
+    /// traffic read by its own consumer, never queued behind (or mixed
+    /// with) the general events. The lane holds at most
+    /// `msg_ring_queue_capacity` events; while it is full, messages stay in
+    /// their senders' queues (which then answer `Backpressure`).
+    ///
+    /// ```
+    /// use spargio::{Event, Runtime, ShardCtx};
+    ///
+    /// const STOP: u16 = 9;
+    /// let rt = Runtime::builder().shards(2).hot_msg_tags([STOP]).build().unwrap();
+    /// let h = rt.handle();
+    /// let rx = h
+    ///     .spawn_pinned(1, async {
+    ///         let ctx = ShardCtx::current().unwrap();
+    ///         let stop = ctx.next_hot_event().await;
+    ///         (stop, ctx.try_next_event())
+    ///     })
+    ///     .unwrap();
+    /// h.spawn_pinned(0, async {
+    ///     let ctx = ShardCtx::current().unwrap();
+    ///     ctx.send_raw_nowait(1, 1, 10).unwrap();
+    ///     ctx.send_raw_nowait(1, STOP, 0).unwrap();
+    /// })
+    /// .unwrap();
+    /// let (stop, general) = spargio::block_on(rx).unwrap();
+    /// assert_eq!(stop, Event::RingMsg { from: 0, tag: STOP, val: 0 });
+    /// assert_eq!(general, Some(Event::RingMsg { from: 0, tag: 1, val: 10 }));
+    /// ```
+    pub fn hot_msg_tags(mut self, tags: impl IntoIterator<Item = u16>) -> Self {
+        for tag in tags {
+            self.hot.hot.insert(tag);
+        }
+        self
+    }
+
+    /// Makes `tag` a coalesced hot tag (see
+    /// [`RuntimeBuilder::coalesced_hot_msg_tags`]).
+    pub fn coalesced_hot_msg_tag(self, tag: u16) -> Self {
+        self.coalesced_hot_msg_tags([tag])
+    }
+
+    /// Makes each of `tags` a coalesced hot tag: received messages with it
+    /// are not events; their values are summed into one counter per tag
+    /// on the receiving shard, taken whole with
+    /// [`ShardCtx::next_hot_count`](crate::ShardCtx::next_hot_count) or
+    /// [`ShardCtx::try_take_hot_count`](crate::ShardCtx::try_take_hot_count).
+    /// For "N more units of work" notifications: a burst costs the consumer
+    /// one wake. Counters saturate at `u64::MAX`.
+    ///
+    /// ```
+    /// use spargio::{Runtime, ShardCtx};
+    ///
+    /// const MORE: u16 = 3;
+    /// let rt = Runtime::builder().shards(2).coalesced_hot_msg_tag(MORE).build().unwrap();
+    /// let h = rt.handle();
+    /// let rx = h
+    ///     .spawn_pinned(1, async {
+    ///         let ctx = ShardCtx::current().unwrap();
+    ///         let mut total = 0;
+    ///         while total < 6 {
+    ///             total += ctx.next_hot_count(MORE).await;
+    ///         }
+    ///         total
+    ///     })
+    ///     .unwrap();
+    /// h.spawn_pinned(0, async {
+    ///     let ctx = ShardCtx::current().unwrap();
+    ///     ctx.send_many_raw_nowait(1, &[(MORE, 1), (MORE, 2), (MORE, 3)]).unwrap();
+    /// })
+    /// .unwrap();
+    /// assert_eq!(spargio::block_on(rx).unwrap(), 6);
+    /// ```
+    pub fn coalesced_hot_msg_tags(mut self, tags: impl IntoIterator<Item = u16>) -> Self {
+        for tag in tags {
+            self.hot.hot.insert(tag);
+            self.hot.coalesced.insert(tag);
+        }
+        self
+    }
+
+    /// When a task waiting in `next_hot_count` is woken: when the counter
+    /// goes from zero to nonzero, or crosses this value from below.
+    /// Default 64.
+    pub fn hot_counter_wake_threshold(mut self, threshold: u64) -> Self {
+        self.hot.wake_threshold = threshold;
         self
     }
 
@@ -368,6 +468,7 @@ impl RuntimeBuilder {
             thread_name: self.thread_name,
             stealable_queue_capacity: self.stealable_queue_capacity,
             msg_queue_capacity: self.msg_ring_queue_capacity,
+            hot: self.hot,
             spin_before_park: self.spin_before_park,
             max_blocking_threads: self.max_blocking_threads,
             blocking_keep_alive: self.blocking_keep_alive,
@@ -394,6 +495,8 @@ pub(crate) struct Config {
     pub(crate) thread_name: String,
     pub(crate) stealable_queue_capacity: Option<usize>,
     pub(crate) msg_queue_capacity: usize,
+    /// Hot-tag lanes (`messaging/hot.rs`).
+    pub(crate) hot: HotConfig,
     pub(crate) spin_before_park: Duration,
     pub(crate) max_blocking_threads: usize,
     pub(crate) blocking_keep_alive: Duration,
