@@ -291,3 +291,75 @@ fn submit_unsafe_refuses_sqes_that_act_on_runtime_state() {
         })
     });
 }
+
+#[test]
+fn path_ops_on_the_native_lane_and_their_errors() {
+    let dir = temp("paths");
+    let d = dir.clone();
+    common::on_runtime(move |h| {
+        Box::pin(async move {
+            let native = h.uring_native_unbound();
+            native.mkdir_at(&d, 0o755).await.unwrap();
+            assert!(std::fs::metadata(&d).unwrap().is_dir());
+            assert_eq!(
+                native.mkdir_at(&d, 0o755).await.unwrap_err().kind(),
+                ErrorKind::AlreadyExists
+            );
+            // Create a file through open_at and write through the lane.
+            let file = d.join("a");
+            let fd = native
+                .open_at(&file, libc::O_CREAT | libc::O_WRONLY, 0o644)
+                .await
+                .unwrap();
+            let (n, _) = native.write_at(&fd, 0, b"paths".to_vec()).await;
+            assert_eq!(n.unwrap(), 5);
+            drop(fd);
+            native.link_at(&file, d.join("b")).await.unwrap();
+            native.symlink_at("a", d.join("c")).await.unwrap();
+            native.rename_at(d.join("b"), d.join("b2")).await.unwrap();
+            assert_eq!(std::fs::read(d.join("b2")).unwrap(), b"paths");
+            assert_eq!(std::fs::read(d.join("c")).unwrap(), b"paths");
+            assert_eq!(
+                std::fs::read_link(d.join("c")).unwrap(),
+                std::path::Path::new("a")
+            );
+            // Errors come back as the kernel gave them.
+            let missing = d.join("missing");
+            assert_eq!(
+                native
+                    .open_at(&missing, libc::O_RDONLY, 0)
+                    .await
+                    .unwrap_err()
+                    .kind(),
+                ErrorKind::NotFound
+            );
+            assert_eq!(
+                native
+                    .unlink_at(&d, false)
+                    .await
+                    .unwrap_err()
+                    .raw_os_error(),
+                Some(libc::EISDIR)
+            );
+            assert_eq!(
+                native.unlink_at(&d, true).await.unwrap_err().kind(),
+                ErrorKind::DirectoryNotEmpty
+            );
+            assert_eq!(
+                native
+                    .mkdir_at("bad\0path", 0o755)
+                    .await
+                    .unwrap_err()
+                    .kind(),
+                ErrorKind::InvalidInput
+            );
+            for name in ["a", "b2", "c"] {
+                native.unlink_at(d.join(name), false).await.unwrap();
+            }
+            native.unlink_at(&d, true).await.unwrap();
+            assert!(!d.exists());
+            assert_eq!(native.active_native_op_count(), 0);
+        })
+    });
+    assert!(!dir.exists());
+}

@@ -4,6 +4,7 @@
 pub(crate) mod dirents;
 mod fd;
 mod lease;
+mod path_ops;
 pub(crate) mod statx;
 
 use std::future::Future;
