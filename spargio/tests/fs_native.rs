@@ -363,3 +363,77 @@ fn path_ops_on_the_native_lane_and_their_errors() {
     });
     assert!(!dir.exists());
 }
+
+#[test]
+fn stream_ops_on_explicit_shards_batches_and_socket_setup() {
+    common::on_runtime(|h| {
+        Box::pin(async move {
+            let native = h.uring_native_unbound();
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let listener = NativeFd::from(listener);
+            let (client, accepted) = futures_util::future::join(
+                native.connect_on_shard(1, addr),
+                native.accept_on_shard(0, &listener),
+            )
+            .await;
+            let client = client.unwrap();
+            let (server, peer) = accepted.unwrap();
+            assert_eq!(peer.ip(), addr.ip());
+            // Non-blocking, as documented.
+            // SAFETY: F_GETFL on an fd `server` keeps open.
+            let flags = unsafe { libc::fcntl(server.as_raw_fd(), libc::F_GETFL) };
+            assert_ne!(flags & libc::O_NONBLOCK, 0);
+            // Owned I/O on named rings.
+            let (n, _) = native
+                .send_owned_on_shard(1, &client, b"abcdefgh".to_vec())
+                .await
+                .unwrap();
+            assert_eq!(n, 8);
+            // Two 3-byte frames, then 2 bytes and the end of the stream.
+            let (res, bufs) = native
+                .recv_batch_into(
+                    &server,
+                    vec![Vec::with_capacity(3), Vec::with_capacity(3)],
+                    4,
+                )
+                .await;
+            assert_eq!(res.unwrap(), 6);
+            assert_eq!(bufs, vec![b"abc".to_vec(), b"def".to_vec()]);
+            let (n, buf) = native
+                .recv_owned_on_shard(0, &server, Vec::with_capacity(16))
+                .await
+                .unwrap();
+            assert_eq!((n, &buf[..]), (2, &b"gh"[..]));
+            let (res, _) = native
+                .send_all_batch_on_shard(1, &client, vec![b"xy".to_vec(), b"z".to_vec()], 2)
+                .await;
+            assert_eq!(res.unwrap(), 3);
+            drop(client);
+            let (res, bufs) = native
+                .recv_batch_into(
+                    &server,
+                    vec![
+                        Vec::with_capacity(2),
+                        Vec::with_capacity(2),
+                        Vec::with_capacity(2),
+                    ],
+                    1,
+                )
+                .await;
+            assert_eq!(res.unwrap(), 3, "stops at the end of the stream");
+            assert_eq!(bufs[0], b"xy");
+            assert_eq!(bufs[1], b"z");
+            assert!(bufs[2].is_empty());
+            // Bad shards are refused before anything is submitted.
+            let err = native.connect_on_shard(7, addr).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput);
+            let err = native
+                .recv_owned_on_shard(9, &server, Vec::with_capacity(1))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput);
+            assert!(native.select_stream_session_shard() < 2);
+        })
+    });
+}

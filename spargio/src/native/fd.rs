@@ -56,6 +56,12 @@ impl From<std::net::TcpStream> for NativeFd {
     }
 }
 
+impl From<std::net::TcpListener> for NativeFd {
+    fn from(listener: std::net::TcpListener) -> NativeFd {
+        NativeFd::new(OwnedFd::from(listener))
+    }
+}
+
 impl From<std::os::unix::net::UnixStream> for NativeFd {
     fn from(stream: std::os::unix::net::UnixStream) -> NativeFd {
         NativeFd::new(OwnedFd::from(stream))

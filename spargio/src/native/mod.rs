@@ -6,6 +6,7 @@ mod fd;
 mod lease;
 mod path_ops;
 pub(crate) mod statx;
+mod stream_ops;
 
 use std::future::Future;
 use std::io;

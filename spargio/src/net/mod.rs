@@ -34,6 +34,8 @@ mod segments;
 mod session;
 pub(crate) mod stream;
 mod tcp;
+pub(crate) use addr::{connect, socket};
+pub(crate) use tcp::sock_addr;
 mod udp;
 mod unix;
 
