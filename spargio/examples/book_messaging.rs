@@ -6,10 +6,6 @@
 //! cargo run -p spargio --example book_messaging
 //! ```
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use spargio::{Event, Runtime, RuntimeBuilder, SendError, ShardCtx, ShardId};
 
 // ANCHOR: message
@@ -71,29 +67,12 @@ async fn send_with_retry(ctx: &ShardCtx, target: ShardId, cmd: Cmd) {
     loop {
         match ctx.send_nowait(target, cmd) {
             Ok(()) => return,
-            Err(SendError::Backpressure) => yield_now().await,
+            Err(SendError::Backpressure) => spargio::yield_now().await,
             Err(err) => panic!("send to shard {target}: {err}"),
         }
     }
 }
 // ANCHOR_END: retry
-
-/// Returns `Pending` once, after asking to be polled again.
-fn yield_now() -> impl Future<Output = ()> {
-    struct YieldNow(bool);
-    impl Future for YieldNow {
-        type Output = ();
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-            if self.0 {
-                return Poll::Ready(());
-            }
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-    YieldNow(false)
-}
 
 // ANCHOR: hot
 const STOP: u16 = 100;
@@ -153,7 +132,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // A batch: all of it is queued or none of it, with one doorbell.
         let batch = [Cmd::Add(10); 4];
         while let Err(SendError::Backpressure) = ctx.send_many_nowait(1, &batch) {
-            yield_now().await;
+            spargio::yield_now().await;
         }
         // A barrier: every doorbell owed for the sends above has been
         // submitted to the kernel once this resolves.

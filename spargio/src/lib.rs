@@ -8,8 +8,9 @@
 //! target's completion queue, and only when the target is actually asleep.
 //! Tasks are either *pinned* (they stay on one shard and may be `!Send`) or
 //! *stealable* (steered at submission time to the least-loaded shard, and
-//! stolen by idle shards). An idle runtime spins for a few microseconds,
-//! then blocks in the kernel: it costs no CPU.
+//! stolen by idle shards). An idle shard spins briefly (50 µs by default,
+//! and not at all while its CPU is contended), then blocks in the kernel:
+//! an idle runtime costs no CPU.
 //!
 //! ```
 //! use spargio::{Event, Runtime, ShardCtx};
@@ -97,7 +98,7 @@ pub use runtime::{
 };
 pub use stats::{CounterTotals, RingFeatures, RuntimeStats, ShardStats};
 pub use sync::{CancellationToken, TaskGroup, TaskGroupJoinHandle};
-pub use task::{JoinError, JoinHandle, ShardId, TaskPlacement};
+pub use task::{yield_now, JoinError, JoinHandle, ShardId, TaskPlacement, YieldNow};
 pub use time::{
     interval, interval_at, sleep, sleep_until, timeout, timeout_at, Interval, MissedTickBehavior,
     Sleep, TimeoutError,

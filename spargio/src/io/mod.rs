@@ -20,8 +20,9 @@
 //! write(buf: B) -> (io::Result<usize>, B)   sends B's initialized bytes
 //! ```
 //!
-//! (tokio-uring and monoio made the same choice.) The `futures::io` bridge
-//! for code that needs the readiness traits lives outside this crate.
+//! (tokio-uring and monoio made the same choice.) Code written against the
+//! poll-based traits (`futures::io`, and `tokio::io` with the `tokio-io`
+//! feature) runs over [`Compat`], which adapts a stream to them.
 //!
 //! # Send futures
 //!

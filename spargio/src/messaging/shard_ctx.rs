@@ -130,8 +130,9 @@ impl ShardCtx {
         self.send_raw(target, tag, val)
     }
 
-    /// Sends without a ticket; the doorbell (if any) goes out when the
-    /// current poll returns.
+    /// Sends without a ticket. A parked target is rung at once (the
+    /// doorbell is submitted before this returns, unless the shard is in
+    /// the middle of reaping completions: then moments later).
     pub fn send_raw_nowait(&self, target: ShardId, tag: u16, val: u32) -> Result<(), SendError> {
         send::send_all(&self.shared, target, &[(tag, val)])
     }

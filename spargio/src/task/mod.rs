@@ -20,7 +20,9 @@ pub(crate) mod meta;
 mod placement;
 pub(crate) mod registry;
 pub(crate) mod spawn;
+mod yield_now;
 
 pub use join::{JoinError, JoinHandle};
 pub(crate) use placement::sticky_shard;
 pub use placement::{ShardId, TaskPlacement};
+pub use yield_now::{yield_now, YieldNow};
