@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// Why the runtime could not be built, or could not take a task.
 #[derive(Debug)]

@@ -73,6 +73,7 @@ pub mod net;
 mod op;
 mod runtime;
 mod scheduler;
+mod shard_id;
 mod stats;
 pub mod sync;
 mod task;
@@ -96,9 +97,10 @@ pub use native::{NativeFd, UringCqe, UringNativeAny};
 pub use runtime::{
     block_on, run, run_local_on, run_with, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle,
 };
+pub use shard_id::ShardId;
 pub use stats::{CounterTotals, RingFeatures, RuntimeStats, ShardStats};
 pub use sync::{CancellationToken, TaskGroup, TaskGroupJoinHandle};
-pub use task::{yield_now, JoinError, JoinHandle, ShardId, TaskPlacement, YieldNow};
+pub use task::{yield_now, JoinError, JoinHandle, TaskPlacement, YieldNow};
 pub use time::{
     interval, interval_at, sleep, sleep_until, timeout, timeout_at, Interval, MissedTickBehavior,
     Sleep, TimeoutError,

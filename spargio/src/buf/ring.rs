@@ -30,9 +30,9 @@ use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::{fmt, io};
 
-use crate::runtime::context;
+use crate::scheduler::context;
 use crate::scheduler::Shared;
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// Size of one `io_uring_buf` descriptor.
 const DESC: usize = 16;

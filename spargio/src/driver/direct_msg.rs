@@ -18,7 +18,7 @@ use std::os::fd::RawFd;
 use io_uring::{opcode, squeue, types};
 
 use super::user_data::{Tag, UserData};
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// Highest shard a direct message can be addressed to.
 pub(crate) const MAX_DIRECT_TARGET: ShardId = 255;

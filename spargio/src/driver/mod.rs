@@ -50,7 +50,7 @@ use std::time::Duration;
 
 use io_uring::{opcode, squeue, types};
 
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// How long a shard parks at most while its eventfd read cannot be
 /// re-armed (the submission queue is full).

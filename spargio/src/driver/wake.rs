@@ -46,7 +46,7 @@ use crossbeam_utils::CachePadded;
 use io_uring::{opcode, squeue, types};
 
 use super::user_data::{Tag, UserData};
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// The full fence of the handshake (steps 1 and 2).
 #[cfg(not(loom))]

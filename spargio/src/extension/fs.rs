@@ -3,7 +3,5 @@
 //! listing (`getdents64` on the blocking pool: io_uring has no opcode for
 //! it).
 
-pub use crate::native::dirents::{read_dir_entries, DirEntry, DirEntryType};
-pub use crate::native::statx::{
-    statx, statx_on_shard, statx_or_metadata, StatxMetadata, StatxOptions,
-};
+pub use crate::fs::dirents::{read_dir_entries, DirEntry, DirEntryType};
+pub use crate::fs::statx::{statx, statx_on_shard, statx_or_metadata, StatxMetadata, StatxOptions};

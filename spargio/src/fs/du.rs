@@ -50,8 +50,8 @@ use std::task::{Poll, Waker};
 
 use super::{blocking, path_cstring, unsupported};
 use crate::extension::fs::{StatxMetadata, StatxOptions};
-use crate::native::dirents::{DirEntry, Progress, RawDir, BATCH_MIN};
-use crate::native::statx::statx_lane;
+use crate::fs::dirents::{DirEntry, Progress, RawDir, BATCH_MIN};
+use crate::fs::statx::statx_lane;
 use crate::op::statx::Statx;
 use crate::op::{Lane, Op, SharedFd};
 use crate::task::JoinHandle;

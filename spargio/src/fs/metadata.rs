@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use super::path_cstring;
 use crate::extension::fs::{statx_or_metadata, StatxMetadata, StatxOptions};
-use crate::native::statx::statx_lane;
+use crate::fs::statx::statx_lane;
 use crate::op::Lane;
 use crate::RuntimeHandle;
 

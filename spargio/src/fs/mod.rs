@@ -19,14 +19,16 @@
 //! `i64::MAX` is `InvalidInput`.
 
 mod dir;
+pub(crate) mod dirents;
 mod du;
 mod file;
 mod helpers;
 mod metadata;
 mod open_options;
 mod read_dir;
+pub(crate) mod statx;
 
-pub use crate::native::dirents::{DirEntry, DirEntryType};
+pub use crate::fs::dirents::{DirEntry, DirEntryType};
 pub use dir::{create_dir, create_dir_all, hard_link, remove_dir, remove_file, rename, symlink};
 pub use du::{du, DuErrorMode, DuOptions, DuSizeMode, DuSummary, DuSymlinkMode};
 pub use file::File;

@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 use futures_core::Stream;
 
 use super::blocking;
-use crate::native::dirents::{DirEntry, Progress, RawDir, BATCH_MIN};
+use crate::fs::dirents::{DirEntry, Progress, RawDir, BATCH_MIN};
 use crate::task::JoinHandle;
 use crate::RuntimeHandle;
 

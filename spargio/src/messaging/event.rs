@@ -1,6 +1,6 @@
 //! What a shard receives: [`Event`], and typed messages via [`RingMsg`].
 
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// An event delivered to a shard's event stream
 /// ([`ShardCtx::next_event`](crate::ShardCtx::next_event)).

@@ -8,8 +8,8 @@ use super::hot::{self, Counts};
 use super::mailbox::unpack;
 use super::Event;
 use crate::scheduler::{Shared, Worker};
+use crate::shard_id::ShardId;
 use crate::stats::Counters;
-use crate::task::ShardId;
 
 /// Per-shard receive state, owned by the shard's worker.
 #[derive(Debug)]

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// `UnsafeCell` with loom's closure API, so one body serves both builds.
 #[cfg(not(loom))]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::{send, RingMsg, SendTicket};
 use crate::error::SendError;
 use crate::scheduler::Shared;
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// Sends messages to one shard from anywhere: a task on any shard, or a
 /// thread outside the runtime (then the message travels through the
@@ -85,7 +85,7 @@ impl RemoteShard {
     /// are submitted; outside the runtime, sends are synchronous and it
     /// resolves at once.
     pub fn flush(&self) -> SendTicket {
-        if crate::runtime::context::current_shard(&self.shared).is_some() {
+        if crate::scheduler::context::current_shard(&self.shared).is_some() {
             SendTicket::new(&self.shared, Ok(()))
         } else {
             SendTicket::ready(Ok(()))

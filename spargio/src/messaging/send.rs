@@ -15,10 +15,10 @@ use super::mailbox::pack;
 use super::RingMsg;
 use crate::driver::direct_msg::MAX_DIRECT_TARGET;
 use crate::error::SendError;
-use crate::runtime::context;
+use crate::scheduler::context;
 use crate::scheduler::{Command, Shared};
+use crate::shard_id::ShardId;
 use crate::stats::Counters;
-use crate::task::ShardId;
 
 /// Most messages packed on the stack per batch before spilling in chunks.
 const CHUNK: usize = 64;

@@ -7,12 +7,13 @@ use std::task::{Context, Poll};
 
 use super::{send, Event, RemoteShard, RingMsg, SendTicket};
 use crate::error::{RuntimeError, SendError};
-use crate::runtime::context;
+use crate::scheduler::context;
 use crate::scheduler::{Shared, Worker};
+use crate::shard_id::ShardId;
 use crate::stats::Counters;
 use crate::task::meta::TaskKind;
 use crate::task::spawn;
-use crate::task::{JoinHandle, ShardId};
+use crate::task::JoinHandle;
 
 /// A handle to the shard the current task runs on.
 ///

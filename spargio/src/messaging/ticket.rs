@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::error::SendError;
-use crate::runtime::context;
+use crate::scheduler::context;
 use crate::scheduler::Shared;
 
 /// Resolves once a send (or everything sent before a flush) has been

@@ -16,7 +16,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::op::SharedFd;
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// A held strong or hard lease; released on drop.
 #[derive(Debug)]

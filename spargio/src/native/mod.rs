@@ -1,11 +1,12 @@
-//! Native operations with no fixed shard: [`UringNativeAny`], the lane
-//! selector, and the safe wrappers of `spargio::extension`.
+//! Native operations with no fixed shard: [`UringNativeAny`] (file and
+//! stream ops, path ops in `path_ops.rs`, shard-aimed stream ops and
+//! socket setup in `stream_ops.rs`), the lane selector, fd leases, and the
+//! unsafe extension lane. The safe `spargio::extension::fs` wrappers (statx,
+//! directory entries) live in `fs/`.
 
-pub(crate) mod dirents;
 mod fd;
 mod lease;
 mod path_ops;
-pub(crate) mod statx;
 mod stream_ops;
 
 use std::future::Future;
@@ -24,21 +25,12 @@ use crate::op::unsafe_op::UnsafeOp;
 use crate::op::write::WriteAt;
 use crate::op::{Lane, Op, OpKind};
 use crate::scheduler::choose_op_lane;
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 use crate::RuntimeHandle;
 
+pub use crate::op::unsafe_op::UringCqe;
 pub use fd::NativeFd;
 use lease::Lease;
-
-/// A raw completion, as handed to [`UringNativeAny::submit_unsafe`]
-/// decoders.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UringCqe {
-    /// The CQE's `res`: a count, an fd, or a negated errno.
-    pub result: i32,
-    /// The CQE's flags (`IORING_CQE_F_*`).
-    pub flags: u32,
-}
 
 /// Entry point to native io_uring operations that are not tied to a shard.
 ///
@@ -103,7 +95,7 @@ impl UringNativeAny {
     /// The ring the selector would pick now.
     pub fn select_shard(&self) -> ShardId {
         let shared = &self.handle.shared;
-        let current = crate::runtime::context::current_shard(shared);
+        let current = crate::scheduler::context::current_shard(shared);
         choose_op_lane(shared, current, self.preferred)
     }
 

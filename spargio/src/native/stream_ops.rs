@@ -17,7 +17,7 @@ use crate::net::stream::StreamCore;
 use crate::net::{connect, sock_addr, socket, StreamSessionPolicy};
 use crate::op::accept::Accept;
 use crate::op::{Lane, Op};
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 impl UringNativeAny {
     /// The session shard a new stream would get: the next in the

@@ -8,7 +8,7 @@ use crate::fs::{blocking, unsupported};
 use crate::op::connect::Connect;
 use crate::op::socket::Socket;
 use crate::op::{Lane, Op, SharedFd};
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 use crate::RuntimeHandle;
 
 /// Resolves `addr` on the blocking pool (DNS may block; a shard never

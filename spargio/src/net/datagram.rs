@@ -8,7 +8,7 @@ use crate::op::recvmsg::RecvFrom;
 use crate::op::send::Send as SendOp;
 use crate::op::sendmsg::SendTo;
 use crate::op::{Lane, Op, OpKind, SharedFd};
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 use crate::RuntimeHandle;
 
 /// A datagram socket and the shard whose ring its operations use.

@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use super::StreamSessionPolicy;
 use crate::op::accept::AcceptMulti;
 use crate::op::{Lane, MultiOp, SharedFd};
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 use crate::RuntimeHandle;
 
 /// The listener-independent part of `Incoming` and `UnixIncoming`.

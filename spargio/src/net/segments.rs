@@ -23,8 +23,8 @@ use crate::buf::ring::BufRing;
 use crate::buf::IoBuf;
 use crate::op::recv_multi::RecvMulti;
 use crate::op::{Completion, Lane, MultiOp};
-use crate::runtime::context;
-use crate::task::ShardId;
+use crate::scheduler::context;
+use crate::shard_id::ShardId;
 
 use super::stream::StreamCore;
 

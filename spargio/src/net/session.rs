@@ -2,8 +2,8 @@
 
 use std::io;
 
-use crate::runtime::context;
-use crate::task::ShardId;
+use crate::scheduler::context;
+use crate::shard_id::ShardId;
 use crate::RuntimeHandle;
 
 /// How a stream picks its *session shard*: the ring all its operations are

@@ -8,8 +8,9 @@ use crate::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::op::recv::Recv;
 use crate::op::send::{send_now, Send as SendOp};
 use crate::op::{Lane, Op, OpKind, SharedFd};
+use crate::shard_id::ShardId;
 use crate::stats::Counters;
-use crate::task::{JoinHandle, ShardId};
+use crate::task::JoinHandle;
 use crate::{RuntimeError, RuntimeHandle};
 
 /// A connected stream socket and its session shard.
@@ -23,7 +24,7 @@ pub(crate) struct StreamCore {
 impl StreamCore {
     fn submit<K: OpKind>(&self, op: K) -> Op<K> {
         let shared = &self.handle.shared;
-        if crate::runtime::context::current_shard(shared) == Some(self.session) {
+        if crate::scheduler::context::current_shard(shared) == Some(self.session) {
             // Issued on the session shard: it goes straight into the ring.
             let counters = &shared.shards[self.session].counters;
             Counters::bump_shared(&counters.native_any_local_direct_submitted);
@@ -193,7 +194,7 @@ macro_rules! stream_methods {
         }
 
         /// The shard whose ring this stream's operations go to.
-        pub fn session_shard(&self) -> crate::task::ShardId {
+        pub fn session_shard(&self) -> crate::shard_id::ShardId {
             self.core.session
         }
 

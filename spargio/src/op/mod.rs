@@ -61,9 +61,9 @@ use io_uring::squeue;
 use crate::driver::lifecycle::Orphan;
 use crate::driver::ops_table::Orphaned;
 use crate::driver::{OpKey, Outcome, Phase};
-use crate::runtime::context;
+use crate::scheduler::context;
 use crate::scheduler::{choose_op_lane, Shared};
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// What the kernel returned for an operation.
 #[derive(Debug)]

@@ -23,7 +23,7 @@ use super::{start, Completion, Lane};
 use crate::driver::lifecycle::Discard;
 use crate::driver::OpKey;
 use crate::scheduler::Shared;
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// One multishot io_uring operation and the resources it lends the kernel.
 ///

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use io_uring::{opcode, types};
 
 use crate::driver::{Tag, UserData};
-use crate::runtime::context;
+use crate::scheduler::context;
 
 /// A reference-counted fd (module docs).
 #[derive(Clone, Debug)]

@@ -4,7 +4,16 @@
 use io_uring::{opcode, squeue};
 
 use super::{Completion, OpKind};
-use crate::native::UringCqe;
+
+/// A raw completion, as handed to [`UringNativeAny::submit_unsafe`](crate::UringNativeAny::submit_unsafe)
+/// decoders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UringCqe {
+    /// The CQE's `res`: a count, an fd, or a negated errno.
+    pub result: i32,
+    /// The CQE's flags (`IORING_CQE_F_*`).
+    pub flags: u32,
+}
 
 /// State the kernel may use, the SQE builder, and the decoder.
 pub(crate) struct UnsafeOp<S, B, D> {

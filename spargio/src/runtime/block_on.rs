@@ -8,7 +8,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
-use super::context;
+use crate::scheduler::context;
 
 struct ThreadWaker {
     thread: Thread,

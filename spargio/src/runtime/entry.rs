@@ -10,7 +10,8 @@ use std::panic::resume_unwind;
 use super::{RuntimeBuilder, RuntimeHandle};
 use crate::error::RuntimeError;
 use crate::messaging::ShardCtx;
-use crate::task::{JoinError, ShardId};
+use crate::shard_id::ShardId;
+use crate::task::JoinError;
 
 /// Runs `entry` on a default runtime and shuts the runtime down when it
 /// returns. The future is stealable (it may move between shards).

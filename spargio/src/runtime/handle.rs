@@ -7,10 +7,11 @@ use super::BackendKind;
 use crate::error::RuntimeError;
 use crate::messaging::{RemoteShard, ShardCtx};
 use crate::scheduler::{self, Shared};
+use crate::shard_id::ShardId;
 use crate::stats::{Counters, RuntimeStats};
 use crate::task::meta::TaskKind;
 use crate::task::spawn;
-use crate::task::{JoinHandle, ShardId, TaskPlacement};
+use crate::task::{JoinHandle, TaskPlacement};
 use crate::time::Sleep;
 
 /// A cheap, cloneable handle to a runtime. `Send + Sync`: use it from any
@@ -242,7 +243,7 @@ impl RuntimeHandle {
         if self.shared.is_closing() {
             return Err(RuntimeError::Shutdown);
         }
-        let home = crate::runtime::context::current_shard(&self.shared).unwrap_or(0);
+        let home = crate::scheduler::context::current_shard(&self.shared).unwrap_or(0);
         let (runnable, handle) =
             spawn::build(&self.shared, TaskKind::Blocking, home, async move { f() })?;
         Counters::bump_shared(&self.shared.shards[home].counters.spawn_blocking);

@@ -4,14 +4,15 @@
 //! the shared state and every ring (disabled, on the building thread, so
 //! setup errors surface from `build`), then spawns one thread per shard.
 //! Each shard enables its own ring, which makes it the ring's single
-//! issuer; `build` returns without waiting for the threads. [`Runtime`] owns the threads; [`RuntimeHandle`] is
-//! the cloneable front door; `context` tracks which shard a thread runs;
-//! [`block_on`] drives a future from a plain thread; [`run`], [`run_with`]
+//! issuer; `build` returns once every shard has reported its ring enabled
+//! (so a refused ring is an error from `build`). [`Runtime`] owns the
+//! threads; [`RuntimeHandle`] is the cloneable front door (which shard a
+//! thread runs is `scheduler::context`'s business); [`block_on`] drives a
+//! future from a plain thread; [`run`], [`run_with`]
 //! and [`run_local_on`] wrap build, run and shutdown in one future.
 
 mod block_on;
 mod builder;
-pub(crate) mod context;
 mod entry;
 mod handle;
 #[allow(clippy::module_inception)]

@@ -68,7 +68,7 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         let shared = &self.handle.shared;
         shared.begin_shutdown();
-        if crate::runtime::context::current_shard(shared).is_some() {
+        if crate::scheduler::context::current_shard(shared).is_some() {
             // Dropped on one of its own shards: that shard exits when this
             // task returns; waiting here would deadlock. Threads detach.
             return;

@@ -15,8 +15,8 @@ use super::worker::Worker;
 use crate::driver::direct_msg;
 use crate::error::SendError;
 use crate::messaging::resend;
+use crate::shard_id::ShardId;
 use crate::stats::Counters;
-use crate::task::ShardId;
 
 impl Worker {
     /// Posts `msgs` to `target` (whose ring is `target_fd`) as direct

@@ -13,7 +13,7 @@ use crossbeam_utils::CachePadded;
 
 use super::Shared;
 use crate::driver::Notify;
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 #[derive(Debug, Default)]
 pub(crate) struct Idle {

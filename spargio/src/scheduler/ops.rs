@@ -29,8 +29,8 @@ use super::worker::Worker;
 use super::Shared;
 use crate::driver::ops_table::MarkInRing;
 use crate::driver::{OpKey, Tag, UserData};
+use crate::shard_id::ShardId;
 use crate::stats::Counters;
-use crate::task::ShardId;
 use std::sync::Arc;
 
 /// How long shutdown waits for the kernel to finish cancelled operations.
@@ -212,7 +212,7 @@ impl Shared {
             &counters.native_any_envelope_submitted
         });
         if local {
-            crate::runtime::context::with_worker(|w| {
+            crate::scheduler::context::with_worker(|w| {
                 let w = w.expect("local submission off its shard");
                 debug_assert_eq!(w.id, shard);
                 // SAFETY: forwarded from this function's contract.
@@ -228,9 +228,9 @@ impl Shared {
 
     /// Asks `shard` to cancel operation `key` (a no-op if it completed).
     pub(crate) fn cancel_op(self: &Arc<Shared>, shard: ShardId, key: OpKey) {
-        let local = crate::runtime::context::current_shard(self) == Some(shard);
+        let local = crate::scheduler::context::current_shard(self) == Some(shard);
         if local {
-            crate::runtime::context::with_worker(|w| {
+            crate::scheduler::context::with_worker(|w| {
                 if let Some(w) = w {
                     w.cancel_remote_op(key);
                 }

@@ -6,10 +6,10 @@ use async_task::ScheduleInfo;
 
 use super::{steer, Shared};
 use crate::error::RuntimeError;
-use crate::runtime::context;
+use crate::scheduler::context;
+use crate::shard_id::ShardId;
 use crate::stats::Counters;
 use crate::task::spawn::Runnable;
-use crate::task::ShardId;
 
 /// Called by async-task whenever a task is woken.
 ///

@@ -7,19 +7,20 @@ use std::sync::{Arc, OnceLock};
 use crossbeam_deque::{Injector, Stealer};
 use crossbeam_utils::CachePadded;
 
+use super::context;
 use super::idle::Idle;
 use super::inbox::{Command, Inbox};
 use super::lifo::LifoSlot;
 use super::shutdown::ExitLatch;
 use crate::driver::{Eventfd, Notify, OpTable, WakeState};
 use crate::messaging::Mailboxes;
-use crate::runtime::{context, Config};
+use crate::runtime::Config;
+use crate::shard_id::ShardId;
 use crate::stats::{Counters, RingFeatures, RuntimeStats, ShardStats};
 use crate::task::blocking::BlockingPool;
 use crate::task::meta::TaskKind;
 use crate::task::registry::Registry;
 use crate::task::spawn::Runnable;
-use crate::task::ShardId;
 use crate::time::timers::ShardTimers;
 use crate::time::Clock;
 

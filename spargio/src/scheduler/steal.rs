@@ -30,10 +30,10 @@ use crossbeam_deque::Steal;
 
 use super::inbox::Command;
 use super::worker::Worker;
+use crate::shard_id::ShardId;
 use crate::stats::Counters;
 use crate::task::meta::TaskKind;
 use crate::task::spawn::Runnable;
-use crate::task::ShardId;
 
 /// How long a shard must stay inside one poll, with a task waiting in its
 /// LIFO slot, before an idle shard takes that task.

@@ -12,7 +12,7 @@
 //! the task while its load is within `steal_locality_margin` of the best.
 
 use super::{ShardShared, Shared};
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 fn task_load(shard: &ShardShared) -> usize {
     shard.stealable_backlog() + shard.ops.pending()

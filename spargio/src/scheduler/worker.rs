@@ -35,11 +35,11 @@ use super::steal::StealState;
 use super::{inbox::Command, ShardShared, Shared};
 use crate::driver::{handshake_fence, DirectMsg, Driver, Reaped};
 use crate::messaging::EventState;
-use crate::runtime::context;
+use crate::scheduler::context;
+use crate::shard_id::ShardId;
 use crate::stats::Counters;
 use crate::task::meta::TaskKind;
 use crate::task::spawn::Runnable;
-use crate::task::ShardId;
 
 /// How long a shard in shutdown sleeps between checks for remaining tasks.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(1);

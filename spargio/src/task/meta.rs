@@ -3,8 +3,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::ShardId;
 use crate::scheduler::Shared;
+use crate::shard_id::ShardId;
 
 /// Whether a task may move between shards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

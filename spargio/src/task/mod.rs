@@ -24,5 +24,5 @@ mod yield_now;
 
 pub use join::{JoinError, JoinHandle};
 pub(crate) use placement::sticky_shard;
-pub use placement::{ShardId, TaskPlacement};
+pub use placement::TaskPlacement;
 pub use yield_now::{yield_now, YieldNow};

@@ -1,7 +1,6 @@
 //! Where a task runs.
 
-/// Index of a shard, `0..shard_count()`.
-pub type ShardId = usize;
+use crate::shard_id::ShardId;
 
 /// Placement policy for [`RuntimeHandle::spawn_with_placement`](crate::RuntimeHandle::spawn_with_placement).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

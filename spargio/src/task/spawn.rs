@@ -7,9 +7,10 @@ use async_task::{Builder, WithInfo};
 
 use super::harness::Harness;
 use super::meta::{TaskKind, TaskMeta};
-use super::{JoinHandle, ShardId};
+use super::JoinHandle;
 use crate::error::RuntimeError;
 use crate::scheduler::{self, Shared};
+use crate::shard_id::ShardId;
 
 /// A task ready to be queued.
 pub(crate) type Runnable = async_task::Runnable<TaskMeta>;

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use super::clock::deadline_after;
 use super::wheel::{TimerKey, TimerState};
-use crate::runtime::context;
+use crate::scheduler::context;
 use crate::scheduler::Shared;
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 /// Waits until `duration` has passed. See [`Sleep`].
 ///

@@ -5,7 +5,7 @@ use std::ptr;
 use std::sync::Arc;
 
 use crate::scheduler::{Shared, Worker};
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 
 thread_local! {
     static CURRENT: Cell<*const Worker> = const { Cell::new(ptr::null()) };

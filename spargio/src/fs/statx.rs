@@ -5,11 +5,11 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::UringNativeAny;
 use crate::fs::path_cstring;
+use crate::native::UringNativeAny;
 use crate::op::statx::Statx;
 use crate::op::{Lane, Op};
-use crate::task::ShardId;
+use crate::shard_id::ShardId;
 use crate::RuntimeHandle;
 
 /// What `statx(2)` reported about a file. Fields the kernel did not fill
