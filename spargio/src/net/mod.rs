@@ -30,14 +30,16 @@
 mod addr;
 mod datagram;
 mod incoming;
+mod io_impls;
 mod segments;
 mod session;
 pub(crate) mod stream;
 mod tcp;
-pub(crate) use addr::{connect, socket};
-pub(crate) use tcp::sock_addr;
 mod udp;
 mod unix;
+
+pub(crate) use addr::{connect, socket};
+pub(crate) use tcp::sock_addr;
 
 pub use segments::{RecvPoolConfig, RecvSegment, RecvSegments};
 pub use session::StreamSessionPolicy;
