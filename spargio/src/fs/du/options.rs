@@ -34,7 +34,7 @@ pub enum DuErrorMode {
     Skip,
 }
 
-/// How [`du`] walks and what it counts. The default is GNU `du -s -B1`:
+/// How [`du`](super::du) walks and what it counts. The default is GNU `du -s -B1`:
 /// allocated sizes, symlinks not followed, hard links counted once, all
 /// filesystems, stop at the first error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,7 +101,7 @@ impl DuOptions {
     }
 }
 
-/// What [`du`] found. Entries counted under `Follow` count as their
+/// What [`du`](super::du) found. Entries counted under `Follow` count as their
 /// targets, so `symlinks` is then zero.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
