@@ -14,13 +14,6 @@ use futures_core::Stream;
 use spargio::extension::fs::read_dir_entries;
 use spargio::fs::{read_dir, DirEntry, DirEntryType, ReadDir};
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("spargio-fs-dir-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// name -> (path, inode, type), as `std::fs::read_dir` sees it.
 fn std_listing(dir: &Path) -> BTreeMap<OsString, (PathBuf, u64, DirEntryType)> {
     std::fs::read_dir(dir)
@@ -80,8 +73,8 @@ async fn collect_stream(mut rd: ReadDir) -> Vec<DirEntry> {
 }
 
 /// A directory with one of each kind of entry a user can make.
-fn mixed_fixture(name: &str) -> PathBuf {
-    let dir = scratch(name);
+fn mixed_fixture(name: &str) -> common::ScratchDir {
+    let dir = common::scratch_dir(name);
     std::fs::write(dir.join("file.txt"), b"contents").unwrap();
     std::fs::write(dir.join("empty"), b"").unwrap();
     std::fs::create_dir(dir.join("sub")).unwrap();
@@ -138,7 +131,7 @@ fn read_dir_entries_matches_std() {
 
 #[test]
 fn empty_directory_lists_nothing() {
-    let dir = scratch("empty");
+    let dir = common::scratch_dir("empty");
     let (streamed, all) = common::on_runtime({
         let dir = dir.clone();
         move |h| {
@@ -156,7 +149,7 @@ fn empty_directory_lists_nothing() {
 
 #[test]
 fn symlink_to_directory_is_followed() {
-    let dir = scratch("follow");
+    let dir = common::scratch_dir("follow");
     std::fs::create_dir(dir.join("real")).unwrap();
     std::fs::write(dir.join("real/x"), b"").unwrap();
     std::os::unix::fs::symlink("real", dir.join("alias")).unwrap();
@@ -180,7 +173,7 @@ fn symlink_to_directory_is_followed() {
 
 #[test]
 fn errors_are_the_kernels() {
-    let dir = scratch("errors");
+    let dir = common::scratch_dir("errors");
     std::fs::write(dir.join("plain"), b"x").unwrap();
     std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
     common::on_runtime({
@@ -214,7 +207,7 @@ fn errors_are_the_kernels() {
 #[test]
 fn five_thousand_entries_arrive_once_each() {
     const N: usize = 5000;
-    let dir = scratch("big");
+    let dir = common::scratch_dir("big");
     for i in 0..N {
         // Long names, so the listing spans many getdents64 buffers.
         let name = format!("entry-{i:05}-{}", "x".repeat(40));

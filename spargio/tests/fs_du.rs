@@ -20,13 +20,6 @@ use spargio::fs::{du, DuErrorMode, DuOptions, DuSizeMode, DuSummary, DuSymlinkMo
 
 const MIB: u64 = 1024 * 1024;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("spargio-fs-du-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// `du` of `path` with `options` on a fresh 4-shard runtime.
 fn run_du(path: &Path, options: DuOptions) -> io::Result<DuSummary> {
     let path = path.to_owned();
@@ -171,8 +164,8 @@ const TREE_DIRS: u64 = 327;
 const TREE_FILES: u64 = 11;
 const TREE_SYMLINKS: u64 = 7;
 
-fn tree(name: &str) -> PathBuf {
-    let root = scratch(name);
+fn tree(name: &str) -> common::ScratchDir {
+    let root = common::scratch_dir(name);
     build_tree(&root);
     root
 }
@@ -329,7 +322,7 @@ fn follow_matches_du_dash_l_and_ends_loops() {
 
 #[test]
 fn follow_without_broken_links_succeeds() {
-    let root = scratch("follow-clean");
+    let root = common::scratch_dir("follow-clean");
     std::fs::create_dir_all(root.join("real/inner")).unwrap();
     std::fs::write(root.join("real/inner/data"), vec![9u8; 50_000]).unwrap();
     std::fs::write(root.join("only-via-link"), vec![8u8; 5000]).unwrap();
@@ -338,7 +331,7 @@ fn follow_without_broken_links_succeeds() {
     std::os::unix::fs::symlink("real", root.join("alias")).unwrap();
     std::os::unix::fs::symlink("..", root.join("real/back")).unwrap();
     std::os::unix::fs::symlink("only-via-link", root.join("again")).unwrap();
-    let outside = scratch("follow-clean-outside");
+    let outside = common::scratch_dir("follow-clean-outside");
     std::fs::write(outside.join("o"), vec![6u8; 7000]).unwrap();
     std::os::unix::fs::symlink(&outside, root.join("out")).unwrap();
 
@@ -364,7 +357,7 @@ fn follow_without_broken_links_succeeds() {
 
 #[test]
 fn hard_links_count_once_unless_asked() {
-    let root = scratch("links");
+    let root = common::scratch_dir("links");
     std::fs::write(root.join("orig"), vec![3u8; 20_000]).unwrap();
     for i in 0..20 {
         let sub = root.join(format!("d{i:02}"));
@@ -391,7 +384,7 @@ fn hard_links_count_once_unless_asked() {
 
 #[test]
 fn sparse_file_counts_allocated_blocks() {
-    let root = scratch("sparse");
+    let root = common::scratch_dir("sparse");
     let path = root.join("sparse");
     let file = std::fs::File::create(&path).unwrap();
     file.set_len(10 * MIB).unwrap();
@@ -420,7 +413,7 @@ fn sparse_file_counts_allocated_blocks() {
 
 #[test]
 fn root_symlink_counts_as_link_unless_followed() {
-    let root = scratch("root-link");
+    let root = common::scratch_dir("root-link");
     std::fs::create_dir(root.join("target")).unwrap();
     std::fs::write(root.join("target/data"), vec![1u8; 30_000]).unwrap();
     let link = root.join("link");
@@ -449,7 +442,7 @@ fn root_symlink_counts_as_link_unless_followed() {
 
 #[test]
 fn root_errors_are_returned_in_every_mode() {
-    let root = scratch("root-errors");
+    let root = common::scratch_dir("root-errors");
     std::os::unix::fs::symlink("nowhere", root.join("dangling")).unwrap();
     for mode in [DuErrorMode::FailFast, DuErrorMode::Skip] {
         let options = DuOptions::new().error_mode(mode);
@@ -474,7 +467,7 @@ fn root_errors_are_returned_in_every_mode() {
 fn tree_deeper_than_path_max() {
     const DEPTH: usize = 2000;
     const NAME: &str = "level-dir-xyz";
-    let root = scratch("deep");
+    let root = common::scratch_dir("deep");
     build_chain(&root, NAME, DEPTH, 100);
     // The bottom's path is far past PATH_MAX.
     assert!(DEPTH * (NAME.len() + 1) > 4 * libc::PATH_MAX as usize);
@@ -501,7 +494,7 @@ fn tree_deeper_than_path_max() {
 
 #[test]
 fn wide_tree_matches_du() {
-    let root = scratch("wide");
+    let root = common::scratch_dir("wide");
     for d in 0..64 {
         let dir = root.join(format!("dir{d}"));
         std::fs::create_dir(&dir).unwrap();
@@ -577,7 +570,7 @@ fn one_file_system_skips_other_devices() {
 
 #[test]
 fn dropping_du_mid_walk_aborts_the_walk() {
-    let root = scratch("drop");
+    let root = common::scratch_dir("drop");
     for d in 0..40 {
         let dir = root.join(format!("dir{d}/inner"));
         std::fs::create_dir_all(&dir).unwrap();

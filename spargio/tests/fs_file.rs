@@ -3,21 +3,13 @@
 mod common;
 
 use std::io::ErrorKind;
-use std::path::PathBuf;
 
 use spargio::buf::IoBuf;
 use spargio::fs::{File, OpenOptions};
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("spargio-fs-file-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn write_then_read_round_trips_bytes() {
-    let dir = scratch("rt");
+    let dir = common::scratch_dir("rt");
     common::on_runtime(move |h| {
         Box::pin(async move {
             let path = dir.join("a");
@@ -51,7 +43,7 @@ fn write_then_read_round_trips_bytes() {
 
 #[test]
 fn set_len_truncates_and_extends() {
-    let dir = scratch("len");
+    let dir = common::scratch_dir("len");
     common::on_runtime(move |h| {
         Box::pin(async move {
             let path = dir.join("b");
@@ -74,7 +66,7 @@ fn set_len_truncates_and_extends() {
 
 #[test]
 fn open_errors_carry_the_os_error() {
-    let dir = scratch("err");
+    let dir = common::scratch_dir("err");
     common::on_runtime(move |h| {
         Box::pin(async move {
             let missing = File::open(&h, dir.join("nope")).await.unwrap_err();
@@ -118,7 +110,7 @@ fn open_errors_carry_the_os_error() {
 
 #[test]
 fn append_mode_appends() {
-    let dir = scratch("append");
+    let dir = common::scratch_dir("append");
     common::on_runtime(move |h| {
         Box::pin(async move {
             let path = dir.join("log");
@@ -138,7 +130,7 @@ fn append_mode_appends() {
 
 #[test]
 fn from_std_and_outside_runtime_submission() {
-    let dir = scratch("std");
+    let dir = common::scratch_dir("std");
     let path = dir.join("s");
     std::fs::write(&path, b"from std").unwrap();
     let rt = common::runtime(2);
@@ -155,7 +147,7 @@ fn from_std_and_outside_runtime_submission() {
 
 #[test]
 fn ops_after_shutdown_fail_cleanly() {
-    let dir = scratch("shut");
+    let dir = common::scratch_dir("shut");
     let path = dir.join("s");
     std::fs::write(&path, b"data").unwrap();
     let rt = common::runtime(1);
@@ -176,7 +168,8 @@ fn ops_after_shutdown_fail_cleanly() {
 /// `preadv2` wrote 64 KiB into a 16-byte block: heap corruption, SIGABRT).
 #[test]
 fn reads_into_a_slice_of_a_shrunk_buffer_stay_inside_the_allocation() {
-    let path = scratch("shrunk").join("f");
+    let dir = common::scratch_dir("shrunk");
+    let path = dir.join("f");
     std::fs::write(&path, vec![9u8; 65_536]).unwrap();
     common::on_runtime(move |h| {
         Box::pin(async move {

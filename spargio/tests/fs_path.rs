@@ -4,20 +4,12 @@ mod common;
 
 use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 
 use spargio::fs;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("spargio-fs-path-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn directories_create_and_remove() {
-    let dir = scratch("dirs");
+    let dir = common::scratch_dir("dirs");
     common::on_runtime(move |h| {
         Box::pin(async move {
             let a = dir.join("a");
@@ -67,7 +59,7 @@ fn directories_create_and_remove() {
 
 #[test]
 fn links_renames_and_whole_file_helpers() {
-    let dir = scratch("links");
+    let dir = common::scratch_dir("links");
     common::on_runtime(move |h| {
         Box::pin(async move {
             let f = dir.join("f.txt");

@@ -4,24 +4,14 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use spargio::fs::{self, DuOptions, File, OpenOptions};
 use spargio::net::{
     StreamSessionPolicy, TcpListener, TcpStream, UdpSocket, UnixDatagram, UnixListener, UnixStream,
 };
 
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("spargio-handle-arg-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn fs_calls_take_an_owned_handle() {
-    let dir = scratch("fs");
+    let dir = common::scratch_dir("fs");
     common::on_runtime(move |h| {
         Box::pin(async move {
             let sub = dir.join("a/b");
@@ -208,7 +198,7 @@ fn tcp_constructors_take_an_owned_handle() {
 
 #[test]
 fn udp_and_unix_constructors_take_an_owned_handle() {
-    let dir = scratch("unix");
+    let dir = common::scratch_dir("unix");
     common::on_runtime(move |h| {
         Box::pin(async move {
             let a = UdpSocket::bind(h.clone(), "127.0.0.1:0").await.unwrap();

@@ -161,3 +161,34 @@ pub async fn tcp_pair(h: &RuntimeHandle) -> (TcpStream, TcpStream) {
     let client = TcpStream::connect_socket_addr(h, addr).await.unwrap();
     (client, accept.await.unwrap())
 }
+
+/// A fresh directory for one test, removed (with its contents) when the
+/// guard drops. Derefs to its path.
+pub struct ScratchDir(std::path::PathBuf);
+
+/// Creates `spargio-<pid>-<name>` under the temp dir, empty.
+pub fn scratch_dir(name: &str) -> ScratchDir {
+    let dir = std::env::temp_dir().join(format!("spargio-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    ScratchDir(dir)
+}
+
+impl std::ops::Deref for ScratchDir {
+    type Target = std::path::PathBuf;
+    fn deref(&self) -> &std::path::PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for ScratchDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
