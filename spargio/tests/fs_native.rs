@@ -437,3 +437,41 @@ fn stream_ops_on_explicit_shards_batches_and_socket_setup() {
         })
     });
 }
+
+#[test]
+fn offset_forms_append_and_resume_inside_one_buffer() {
+    common::on_runtime(|h| {
+        Box::pin(async move {
+            let native = h.uring_native_unbound();
+            let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+            let (a, b) = (NativeFd::from(a), NativeFd::from(b));
+            // Send the tail of a buffer, starting at byte 4.
+            let (n, buf) = native
+                .send_owned_at_on_shard(1, &a, b"skipsent".to_vec(), 4)
+                .await
+                .unwrap();
+            assert_eq!((n, &buf[..]), (4, &b"skipsent"[..]));
+            // Receive after the 2 bytes a buffer already holds.
+            let mut into = Vec::with_capacity(8);
+            into.extend_from_slice(b">>");
+            let (n, into) = native.recv_owned_at_on_shard(0, &b, into, 2).await.unwrap();
+            assert_eq!((n, &into[..]), (4, &b">>sent"[..]));
+            // Offsets past the data are refused, and the fd stays usable.
+            let err = native
+                .send_owned_at_on_shard(0, &a, b"ab".to_vec(), 3)
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput);
+            let err = native
+                .recv_owned_at_on_shard(0, &b, Vec::with_capacity(4), 5)
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput);
+            native
+                .send_owned_on_shard(0, &a, b"ok".to_vec())
+                .await
+                .unwrap();
+            assert_eq!(native.recv(&b, 8).await.unwrap(), b"ok");
+        })
+    });
+}

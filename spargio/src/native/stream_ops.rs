@@ -61,6 +61,59 @@ impl UringNativeAny {
         res.map(|n| (n, buf))
     }
 
+    /// Receives into `buf` from byte `offset` on (up to its capacity), on
+    /// `shard`'s ring: appending to what the buffer already holds without
+    /// splitting or copying it. Returns the count and the whole buffer,
+    /// whose initialized length is then `offset + count`. `InvalidInput`
+    /// if `offset` is past the buffer's capacity.
+    ///
+    /// ```
+    /// # spargio::block_on(spargio::run(|handle| async move {
+    /// use spargio::NativeFd;
+    /// let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    /// let (a, b) = (NativeFd::from(a), NativeFd::from(b));
+    /// let native = handle.uring_native_unbound();
+    /// native.send_owned_on_shard(0, &a, b"world".to_vec()).await.unwrap();
+    /// let mut buf = Vec::with_capacity(16);
+    /// buf.extend_from_slice(b"hello ");
+    /// let (n, buf) = native.recv_owned_at_on_shard(0, &b, buf, 6).await.unwrap();
+    /// assert_eq!((n, &buf[..]), (5, &b"hello world"[..]));
+    /// # })).unwrap();
+    /// ```
+    pub async fn recv_owned_at_on_shard<B: IoBufMut>(
+        &self,
+        shard: ShardId,
+        fd: &NativeFd,
+        buf: B,
+        offset: usize,
+    ) -> io::Result<(usize, B)> {
+        if offset > buf.bytes_total() {
+            return Err(past_the_end(offset, buf.bytes_total()));
+        }
+        let core = self.on_shard(shard, fd)?;
+        let (res, slice) = core.recv_owned(buf.slice(offset..)).await;
+        res.map(|n| (n, slice.into_inner()))
+    }
+
+    /// Sends `buf`'s initialized bytes from byte `offset` on (once; the
+    /// count may be short), on `shard`'s ring: the rest of a partly sent
+    /// buffer, without splitting or copying it. `InvalidInput` if `offset`
+    /// is past the initialized bytes.
+    pub async fn send_owned_at_on_shard<B: IoBuf>(
+        &self,
+        shard: ShardId,
+        fd: &NativeFd,
+        buf: B,
+        offset: usize,
+    ) -> io::Result<(usize, B)> {
+        if offset > buf.bytes_init() {
+            return Err(past_the_end(offset, buf.bytes_init()));
+        }
+        let core = self.on_shard(shard, fd)?;
+        let (res, slice) = core.send_owned(buf.slice(offset..)).await;
+        res.map(|n| (n, slice.into_inner()))
+    }
+
     /// [`send_all_batch`](Self::send_all_batch) on `shard`'s ring.
     pub async fn send_all_batch_on_shard<B: IoBuf>(
         &self,
@@ -160,4 +213,11 @@ impl UringNativeAny {
         socket2::SockRef::from(&fd).set_nonblocking(true)?;
         Ok((NativeFd::new(fd), sock_addr(peer)?))
     }
+}
+
+fn past_the_end(offset: usize, len: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("offset {offset} is past the buffer's {len} bytes"),
+    )
 }
