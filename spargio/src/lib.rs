@@ -93,7 +93,9 @@ pub mod __private {
 pub use messaging::{
     Event, NextEvent, NextHotCount, NextHotEvent, RemoteShard, RingMsg, SendTicket, ShardCtx,
 };
-pub use native::{NativeFd, UringCqe, UringNativeAny};
+pub use native::{
+    NativeFd, UringCqe, UringNativeAny, UringRecvMultishotSegments, UringRecvSegment,
+};
 pub use runtime::{
     block_on, run, run_local_on, run_with, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle,
 };

@@ -475,3 +475,47 @@ fn offset_forms_append_and_resume_inside_one_buffer() {
         })
     });
 }
+
+#[test]
+fn flat_multishot_receive_stops_at_its_target_and_leaves_the_rest() {
+    use std::io::Write;
+    common::on_runtime(|h| {
+        Box::pin(async move {
+            let native = h.uring_native_unbound();
+            let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+            let b = NativeFd::from(b);
+            let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+            a.write_all(&data[..8_000]).unwrap();
+            // Target 5,000 bytes through a small pool (4 x 1 KiB): the
+            // pool is recycled as segments are copied out.
+            let got = native
+                .recv_multishot_segments_on_shard(1, &b, 1024, 4, 5_000)
+                .await
+                .unwrap();
+            assert!(got.buffer.len() >= 5_000);
+            assert_eq!(got.buffer, data[..got.buffer.len()]);
+            let covered: usize = got.segments.iter().map(|s| s.len).sum();
+            assert_eq!(covered, got.buffer.len());
+            for (i, s) in got.segments.iter().enumerate() {
+                assert!(s.len <= 1024);
+                assert_eq!(got.segment(i), &data[s.offset..s.offset + s.len]);
+            }
+            // Nothing lost: the rest is still in the socket.
+            let taken = got.buffer.len();
+            a.write_all(&data[8_000..]).unwrap();
+            drop(a);
+            let chunks = native
+                .recv_multishot(&b, 4096, 2, usize::MAX)
+                .await
+                .unwrap();
+            let rest: Vec<u8> = chunks.concat();
+            assert_eq!(rest, data[taken..]);
+            // A bad shard or pool shape is refused.
+            let err = native
+                .recv_multishot_segments_on_shard(5, &b, 1024, 4, 1)
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        })
+    });
+}

@@ -6,6 +6,7 @@
 
 mod fd;
 mod lease;
+mod multishot;
 mod path_ops;
 mod stream_ops;
 
@@ -31,6 +32,7 @@ use crate::RuntimeHandle;
 pub use crate::op::unsafe_op::UringCqe;
 pub use fd::NativeFd;
 use lease::Lease;
+pub use multishot::{UringRecvMultishotSegments, UringRecvSegment};
 
 /// Entry point to native io_uring operations that are not tied to a shard.
 ///

@@ -28,7 +28,7 @@ impl UringNativeAny {
             .unwrap_or(0)
     }
 
-    fn on_shard(&self, shard: ShardId, fd: &NativeFd) -> io::Result<StreamCore> {
+    pub(super) fn on_shard(&self, shard: ShardId, fd: &NativeFd) -> io::Result<StreamCore> {
         StreamSessionPolicy::Fixed(shard).pick(&self.handle)?;
         Ok(StreamCore {
             fd: fd.shared().clone(),
