@@ -128,8 +128,12 @@ impl Worker {
             while !self.shared.is_closing() {
                 self.maintenance();
                 let ran = self.run_batch();
-                self.flush_doorbells();
-                if ran == 0 && self.queue.is_empty(&self.me().lifo) && !self.steal_work() {
+                let more = !self.queue.is_empty(&self.me().lifo);
+                // About to idle: leave the batch's SQEs for the park's
+                // `io_uring_enter`, which submits and waits in one call.
+                // Doorbells still go out now (another shard waits on them).
+                self.push_doorbells(more);
+                if ran == 0 && !more && !self.steal_work() {
                     self.idle();
                 }
             }
@@ -345,7 +349,14 @@ impl Worker {
     /// Step 4: pushes requested doorbells as `MSG_RING` SQEs and submits
     /// everything queued.
     pub(crate) fn flush_doorbells(&self) {
+        self.push_doorbells(true);
+    }
+
+    /// Pushes requested doorbells as `MSG_RING` SQEs; submits what is
+    /// queued when `submit` is set or a doorbell was pushed.
+    fn push_doorbells(&self, submit: bool) {
         let mut doorbells = self.doorbells.borrow_mut();
+        let submit = submit || !doorbells.is_empty();
         let mut driver = self.driver.borrow_mut();
         self.flush_staged(&mut driver);
         for target in doorbells.drain(..) {
@@ -359,7 +370,7 @@ impl Worker {
             }
         }
         drop(doorbells);
-        if driver.has_unsubmitted() {
+        if submit && driver.has_unsubmitted() {
             let res = driver.submit();
             drop(driver);
             self.check_ring(res);
@@ -376,6 +387,15 @@ impl Worker {
     fn idle(&self) {
         const HOT_POLLS: u32 = 32;
         let mut spin = self.spin.window();
+        if spin.is_zero() {
+            // No spin: straight to the park, whose re-check covers every
+            // source and whose one `io_uring_enter` submits what the batch
+            // queued, runs deferred completions and waits.
+            self.me().wake.set_spinning();
+            self.shared.idle.spin_begin();
+            self.park();
+            return;
+        }
         let start = Instant::now();
         let mut published = false;
         let mut polls = 0u32;
@@ -432,7 +452,9 @@ impl Worker {
         let me = self.me();
         let mut slept_since = None;
         loop {
-            self.flush_doorbells();
+            // Doorbells are submitted now; other queued SQEs go in with
+            // the wait below (one `io_uring_enter` for both).
+            self.push_doorbells(false);
             me.wake.set_parked();
             self.shared.idle.park_begin();
             // Pairs with the fence in `WakeState::notify` / `Idle::wake_one`.
