@@ -11,7 +11,9 @@
 //!    most 3 polls in a row, then the pinned queue and the stealable deque in
 //!    alternation (neither kind can starve the other), then a batch from
 //!    this shard's injector.
-//! 4. Send the doorbells the batch produced and submit queued SQEs.
+//! 4. Send the doorbells the batch produced, and submit queued SQEs if
+//!    more work is queued; a shard about to idle leaves them to the park's
+//!    `io_uring_enter`, which submits and waits in one call.
 //! 5. With nothing to run: try to steal (see `steal.rs`), else go idle:
 //!    spin for the adaptive window (`spin.rs`) polling every source, then park
 //!    in `io_uring_enter` (see `driver/wake.rs` for the handshake).
