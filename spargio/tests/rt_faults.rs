@@ -188,3 +188,49 @@ fn an_overflowing_completion_queue_with_failing_enters_loses_nothing() {
         drop(rt);
     });
 }
+
+#[test]
+fn refused_direct_messages_arrive_through_the_mailbox() {
+    use spargio::{Event, ShardCtx};
+    let _serial = serial();
+    common::within_hang_bound(|| {
+        let rt = common::runtime(2);
+        let h = rt.handle();
+        let rx = h
+            .spawn_pinned(1, async {
+                let ctx = ShardCtx::current().unwrap();
+                let mut vals = Vec::new();
+                while vals.len() < 6 {
+                    match ctx.next_event().await {
+                        Event::RingMsg {
+                            from: 0,
+                            tag: 5,
+                            val,
+                        } => vals.push(val),
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+                vals
+            })
+            .unwrap();
+        faults::fail_direct_posts(4);
+        spargio::block_on(
+            h.spawn_pinned(0, async {
+                let ctx = ShardCtx::current().unwrap();
+                for v in 0..6 {
+                    ctx.send_raw_direct_nowait(1, 5, v).unwrap();
+                }
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        let mut vals = spargio::block_on(rx).unwrap();
+        faults::reset();
+        vals.sort_unstable();
+        assert_eq!(vals, (0..6).collect::<Vec<_>>(), "each exactly once");
+        let stats = h.stats_snapshot();
+        assert_eq!(stats.ring_msgs_direct, 6);
+        assert_eq!(stats.ring_msgs_direct_resent, 4);
+        drop(rt);
+    });
+}

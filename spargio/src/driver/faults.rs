@@ -3,7 +3,8 @@
 //! Tests use it to make the kernel interface fail the ways it can fail in
 //! production (rarely, so untested otherwise): a ring that will not
 //! enable, `io_uring_enter` returning `EAGAIN`/`EBUSY`/`ENOMEM`, a
-//! submission queue with no room. Each fault is armed for a number of
+//! submission queue with no room, a direct message's `MSG_RING` that the
+//! kernel refuses. Each fault is armed for a number of
 //! occurrences, process-wide; tests that use it run in their own test
 //! binary, one at a time.
 //!
@@ -16,6 +17,7 @@ static ENABLE_FAILS: AtomicU32 = AtomicU32::new(0);
 static ENTER_FAILS: AtomicU32 = AtomicU32::new(0);
 static ENTER_ERRNO: AtomicI32 = AtomicI32::new(0);
 static PUSH_REFUSALS: AtomicU32 = AtomicU32::new(0);
+static DIRECT_FAILS: AtomicU32 = AtomicU32::new(0);
 
 fn arm() {
     // Relaxed: a flag that only gates the counters below; each counter is
@@ -42,6 +44,13 @@ pub fn refuse_pushes(n: u32) {
     arm();
 }
 
+/// The next `n` direct messages are posted to an invalid ring fd, so the
+/// kernel refuses them (`EBADF`) as it would a closing target ring.
+pub fn fail_direct_posts(n: u32) {
+    DIRECT_FAILS.store(n, Ordering::SeqCst);
+    arm();
+}
+
 /// Occurrences not yet taken: (ring enables, enters, pushes).
 pub fn left() -> (u32, u32, u32) {
     (
@@ -56,6 +65,7 @@ pub fn reset() {
     ENABLE_FAILS.store(0, Ordering::SeqCst);
     ENTER_FAILS.store(0, Ordering::SeqCst);
     PUSH_REFUSALS.store(0, Ordering::SeqCst);
+    DIRECT_FAILS.store(0, Ordering::SeqCst);
 }
 
 /// Takes one occurrence of a fault, if armed.
@@ -87,4 +97,8 @@ pub(crate) fn enter() -> std::io::Result<()> {
 
 pub(crate) fn push_refused() -> bool {
     take(&PUSH_REFUSALS)
+}
+
+pub(crate) fn direct_post_fails() -> bool {
+    take(&DIRECT_FAILS)
 }

@@ -24,7 +24,12 @@ impl Worker {
     /// loop's next flush, moments later).
     pub(crate) fn send_direct(&self, target_fd: RawFd, target: ShardId, msgs: &[(u16, u32)]) {
         for &(tag, val) in msgs {
-            let sqe = direct_msg::entry(target_fd, self.id, target, tag, val);
+            let fd = if crate::driver::faults::direct_post_fails() {
+                -1
+            } else {
+                target_fd
+            };
+            let sqe = direct_msg::entry(fd, self.id, target, tag, val);
             // SAFETY: a MSG_RING SQE carries no pointers.
             unsafe { self.push_sqe(sqe) };
         }
@@ -36,15 +41,13 @@ impl Worker {
     /// Moves the direct messages the last reap found into the event
     /// queue, and re-sends this shard's refused ones through the mailbox.
     pub(super) fn take_direct(&self) {
+        // Every loop pass comes here: two flag checks when idle.
+        if !self.driver.borrow().has_direct() && self.direct_retry.borrow().is_empty() {
+            return;
+        }
         let mut scratch = self.direct_scratch.borrow_mut();
         let (received, failed) = &mut *scratch;
-        {
-            let mut driver = self.driver.borrow_mut();
-            if !driver.has_direct() && self.direct_retry.borrow().is_empty() {
-                return;
-            }
-            driver.take_direct(received, failed);
-        }
+        self.driver.borrow_mut().take_direct(received, failed);
         if !received.is_empty() {
             let mut events = self.events.borrow_mut();
             for m in received.drain(..) {
