@@ -169,3 +169,59 @@ fn connections_closed_mid_read_leave_nothing_behind() {
         );
     });
 }
+
+#[test]
+fn a_big_read_does_not_pin_its_buffer_to_an_idle_connection() {
+    let _serial = serial();
+    common::within_hang_bound(|| {
+        let rt = common::runtime(2);
+        let h = rt.handle();
+        let listener = TcpListener::bind_socket_addr(&h, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut client = std::net::TcpStream::connect(addr).unwrap();
+        let stage = Arc::new(AtomicUsize::new(0));
+        let held = Arc::new(AtomicI64::new(0));
+        let (s, hd) = (stage.clone(), held.clone());
+        let server = h
+            .spawn_stealable(async move {
+                let (stream, _) = listener.accept().await.unwrap();
+                let mut compat = Compat::new(stream);
+                let before = live();
+                // A 256 KiB read: its receive buffer is as large.
+                let mut big = vec![0u8; 256 * 1024];
+                let n = std::future::poll_fn(|cx| {
+                    let r = Pin::new(&mut compat).poll_read(cx, &mut big);
+                    s.store(1, Ordering::SeqCst);
+                    r
+                })
+                .await
+                .unwrap();
+                assert_eq!(n, 5);
+                drop(big);
+                // Then an 8 KiB read that waits: the adaptor holds about
+                // 8 KiB now, not the 256 KiB of before.
+                let mut small = vec![0u8; READ];
+                let mut counted = false;
+                let n = std::future::poll_fn(|cx| {
+                    let r = Pin::new(&mut compat).poll_read(cx, &mut small);
+                    if !counted {
+                        counted = true;
+                        hd.store(live() - before, Ordering::SeqCst);
+                        s.store(2, Ordering::SeqCst);
+                    }
+                    r
+                })
+                .await
+                .unwrap();
+                assert_eq!(n, 3);
+            })
+            .unwrap();
+        wait_until(|| stage.load(Ordering::SeqCst) == 1);
+        client.write_all(b"hello").unwrap();
+        wait_until(|| stage.load(Ordering::SeqCst) == 2);
+        let held = held.load(Ordering::SeqCst);
+        assert!(held < 64 * 1024, "the idle read holds {held} bytes");
+        client.write_all(b"bye").unwrap();
+        spargio::block_on(server).unwrap();
+    });
+}

@@ -222,8 +222,14 @@ impl<T: CompatStream> Compat<T> {
                         ReadState::Ready { buf, .. } => buf,
                         _ => Vec::new(),
                     };
+                    let want = out.len().clamp(MIN_READ, 4 * CHUNK);
+                    if buf.capacity() > 2 * want {
+                        // A big earlier read must not pin its buffer to an
+                        // idle connection asking for little now.
+                        buf = Vec::new();
+                    }
                     buf.clear();
-                    buf.reserve(out.len().clamp(MIN_READ, 4 * CHUNK));
+                    buf.reserve(want);
                     let core = sealed::Sealed::core(&self.inner);
                     let op = Recv {
                         fd: core.fd.clone(),
