@@ -1,6 +1,6 @@
 //! Fault injection: the kernel interface failing the ways it can fail in
 //! production (a ring that will not enable; `io_uring_enter` returning
-//! `EAGAIN`, `EBUSY` or `ENOMEM`; a full submission queue; an overflowing
+//! `EAGAIN`, `EBUSY`, `ENOMEM` or `EINTR`; a full submission queue; an overflowing
 //! completion queue). Nothing is lost or leaked, and the runtime shuts down
 //! cleanly.
 //!
@@ -131,6 +131,31 @@ fn failing_enters_lose_nothing() {
             drop(rt);
         });
     }
+}
+
+/// A signal can interrupt the blocking enter of a parked shard: the shard
+/// wakes, finds nothing to do and parks again, never treating `EINTR` as
+/// a broken ring.
+#[test]
+fn an_interrupted_park_is_not_an_error() {
+    let _serial = serial();
+    common::within_hang_bound(|| {
+        let rt = common::runtime(2);
+        let h = rt.handle();
+        for round in 0..20u32 {
+            // Every enter from here fails once with EINTR: the shard's
+            // next park (after running the task below) is one of them.
+            faults::fail_enters(libc::EINTR, 4);
+            let j = h.spawn_pinned(1, async move { round }).unwrap();
+            assert_eq!(spargio::block_on(j).unwrap(), round);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(faults::left().1 < 4, "no enter failed");
+        faults::reset();
+        let j = h.spawn_pinned(1, async { 7 }).unwrap();
+        assert_eq!(spargio::block_on(j).unwrap(), 7);
+        drop(rt);
+    });
 }
 
 #[test]

@@ -239,24 +239,19 @@ impl Ring {
     /// Submits and blocks until at least one CQE is ready or `timeout`
     /// passes. Interrupts and timeouts are not errors.
     pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        if let Err(err) = super::faults::enter() {
-            return match err.raw_os_error() {
-                Some(libc::EBUSY) | Some(libc::EAGAIN) | Some(libc::ENOMEM) => Ok(()),
-                _ => Err(err),
-            };
-        }
         let timeout = match (timeout, max_block()) {
             (Some(t), Some(max)) => Some(t.min(max)),
             (t, max) => t.or(max),
         };
-        let res = match timeout {
+        // An injected failure takes the same path as a real one below.
+        let res = super::faults::enter().and_then(|()| match timeout {
             Some(timeout) => {
                 let ts = types::Timespec::from(timeout);
                 let args = types::SubmitArgs::new().timespec(&ts);
                 self.uring.submitter().submit_with_args(1, &args)
             }
             None => self.uring.submitter().submit_and_wait(1),
-        };
+        });
         match res {
             Ok(_) => Ok(()),
             Err(err) => match err.raw_os_error() {
