@@ -37,8 +37,8 @@ const CHUNK: usize = 64 * 1024;
 /// The smallest read put in flight.
 const MIN_READ: usize = 4 * 1024;
 
-type ReadOp = Pin<Box<dyn Future<Output = BufResult<usize, Vec<u8>>> + Send>>;
-type WriteOp = Pin<Box<dyn Future<Output = BufResult<(), Vec<u8>>> + Send>>;
+type ReadOp = Pin<Box<dyn Future<Output = BufResult<usize, Vec<u8>>> + Send + Sync>>;
+type WriteOp = Pin<Box<dyn Future<Output = BufResult<(), Vec<u8>>> + Send + Sync>>;
 
 // ===== impl PollReader =====
 
@@ -194,6 +194,11 @@ impl PollWriter {
         PollWriter {
             state: WriteState::Idle(Vec::new()),
         }
+    }
+
+    /// No write in flight.
+    pub(crate) fn is_idle(&self) -> bool {
+        matches!(self.state, WriteState::Idle(_))
     }
 
     /// Waits for the write in flight, if any.

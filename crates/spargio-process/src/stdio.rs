@@ -26,6 +26,7 @@ use std::future::{poll_fn, Future};
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::process::Stdio;
 
 use spargio::buf::{BufResult, IoBuf, IoBufMut};
 use spargio::{NativeFd, RuntimeHandle, UringNativeAny};
@@ -240,5 +241,50 @@ impl AsRawFd for ChildStdin {
     /// The pipe's fd, or -1 after shutdown.
     fn as_raw_fd(&self) -> RawFd {
         self.pipe.as_ref().map_or(-1, |p| p.fd.as_raw_fd())
+    }
+}
+
+// ===== into Stdio: handing a pipe to another child =====
+
+fn into_stdio(pipe: &Pipe, idle: bool) -> io::Result<Stdio> {
+    if !idle {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the stream holds bytes (or an operation) of the poll-based traits",
+        ));
+    }
+    // A duplicate: our end closes when `pipe` drops (once no operation
+    // uses it any more), the next child gets its own.
+    Ok(Stdio::from(pipe.borrow_fd().try_clone_to_owned()?))
+}
+
+/// The pipe as another child's stdio, to connect two children directly
+/// (`a | b`), as `tokio::process` allows. `InvalidInput` if the poll-based
+/// traits left bytes in the stream.
+impl TryFrom<ChildStdout> for Stdio {
+    type Error = io::Error;
+
+    fn try_from(stdout: ChildStdout) -> io::Result<Stdio> {
+        into_stdio(&stdout.pipe, stdout.poll.is_idle())
+    }
+}
+
+/// The pipe as another child's stdio (see `TryFrom<ChildStdout>`).
+impl TryFrom<ChildStderr> for Stdio {
+    type Error = io::Error;
+
+    fn try_from(stderr: ChildStderr) -> io::Result<Stdio> {
+        into_stdio(&stderr.pipe, stderr.poll.is_idle())
+    }
+}
+
+/// The pipe as another child's stdout or stderr (see
+/// `TryFrom<ChildStdout>`). `InvalidInput` if a poll-based write is still
+/// in flight (flush first); `BrokenPipe` after shutdown.
+impl TryFrom<ChildStdin> for Stdio {
+    type Error = io::Error;
+
+    fn try_from(stdin: ChildStdin) -> io::Result<Stdio> {
+        into_stdio(stdin.pipe()?, stdin.poll.is_idle())
     }
 }

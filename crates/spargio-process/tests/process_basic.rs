@@ -270,3 +270,21 @@ fn calls_work_from_outside_the_runtime() {
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TimedOut);
 }
+
+#[test]
+fn handles_are_send_and_sync_and_futures_are_send() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: &T) {}
+    send_sync::<spargio_process::ChildHandle>();
+    send_sync::<spargio_process::ChildStdin>();
+    send_sync::<spargio_process::ChildStdout>();
+    send_sync::<spargio_process::ChildStderr>();
+    send_sync::<CommandBuilder>();
+    let rt = spargio::Runtime::builder().shards(1).build().unwrap();
+    let mut child = CommandBuilder::new("true").spawn(rt.handle()).unwrap();
+    send(&child.wait());
+    send(&child.wait_with_options(CommandOptions::default()));
+    send(&child.kill());
+    send(&CommandBuilder::new("true").status(rt.handle()));
+    send(&child.output());
+}

@@ -127,3 +127,25 @@ fn std_pipes_can_be_wrapped() {
     });
     assert_eq!(out, b"wrapped\n");
 }
+
+#[test]
+fn a_pipe_can_be_handed_to_another_child() {
+    let out = run(|h| async move {
+        let mut echo = CommandBuilder::new("echo")
+            .arg("pipeline")
+            .stdout(Stdio::piped())
+            .spawn(&h)
+            .unwrap();
+        let piped: Stdio = echo.stdout.take().unwrap().try_into().unwrap();
+        let tr = CommandBuilder::new("tr")
+            .args(["a-z", "A-Z"])
+            .stdin(piped)
+            .stdout(Stdio::piped())
+            .spawn(&h)
+            .unwrap();
+        let out = tr.output().await.unwrap();
+        assert!(echo.wait().await.unwrap().success());
+        out
+    });
+    assert_eq!(out.stdout, b"PIPELINE\n");
+}
