@@ -1,6 +1,6 @@
 //! Child processes on spargio (the guide's chapter `book/src/process.md`):
-//! one-shot calls with a timeout, then a pipeline, `sort | uniq -c`, fed
-//! from a task and read through the ring.
+//! one-shot calls with a timeout, a child's output read line by line, then
+//! a pipeline, `sort | uniq -c`, fed from a task and read through the ring.
 //!
 //! ```text
 //! cargo run -p spargio-process --example process_pipeline
@@ -10,7 +10,7 @@ use std::io;
 use std::process::Stdio;
 use std::time::Duration;
 
-use spargio::io::AsyncWriteExt;
+use spargio::io::{AsyncWriteExt, BufReader};
 use spargio::RuntimeHandle;
 use spargio_process::{CommandBuilder, CommandOptions};
 
@@ -33,6 +33,25 @@ async fn one_shots(handle: &RuntimeHandle) -> io::Result<()> {
     Ok(())
 }
 // ANCHOR_END: oneshot
+
+// ANCHOR: lines
+/// Reads a child's stdout line by line while it runs.
+async fn lines(handle: &RuntimeHandle) -> io::Result<()> {
+    let mut child = CommandBuilder::new("seq")
+        .args(["1", "3"])
+        .stdout(Stdio::piped())
+        .spawn(handle)?;
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    while stdout.read_line(&mut line).await? > 0 {
+        print!("seq says {line}");
+        line.clear();
+    }
+    let status = child.wait().await?;
+    assert!(status.success());
+    Ok(())
+}
+// ANCHOR_END: lines
 
 // ANCHOR: pipeline
 /// `text | sort | uniq -c`: `sort`'s stdout is handed to `uniq` as its
@@ -93,6 +112,7 @@ fn text() -> Vec<u8> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let counts = spargio::block_on(spargio::run(|handle| async move {
         one_shots(&handle).await?;
+        lines(&handle).await?;
         word_counts(&handle, text()).await
     }))??;
     print!("{counts}");

@@ -95,6 +95,11 @@ use spargio::RuntimeHandle;
 pub use child::ChildHandle;
 pub use command::{CommandBuilder, CommandOptions};
 pub use std::process::{ExitStatus, Output, Stdio};
+
+/// The README's code blocks, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout};
 
 /// Spawns `command` now and returns a future of its exit status. Stdio is
