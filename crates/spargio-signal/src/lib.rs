@@ -69,6 +69,11 @@ mod stream;
 pub use hub::SignalHub;
 pub use stream::SignalStream;
 
+/// The README's code blocks, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 use std::io;
 
 use spargio::RuntimeHandle;
