@@ -365,8 +365,10 @@ impl RuntimeBuilder {
     /// a blocking wake costs several microseconds each way, so a short spin
     /// keeps back-to-back exchanges in user space. The window adapts: a
     /// shard whose parks keep ending within 200 µs spins longer (up to
-    /// 200 µs, or this value if longer), and returns to this value as its
-    /// parks get long, so an idle runtime still sleeps within it.
+    /// 200 µs, or this value if longer); one whose parks are long (waits on
+    /// a disk, a child process, a slow peer) halves it each time, down to
+    /// no spin at all, and grows it again from 10 µs once parks get short.
+    /// A value of zero never spins.
     ///
     /// A shard spins only while its CPU is not contended: when its thread
     /// has recently spent more than a tenth of its time waiting for a CPU
