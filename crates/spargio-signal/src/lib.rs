@@ -26,9 +26,9 @@
 //! spargio-signal keeps every thread's mask right without a helper thread:
 //!
 //! * the thread that subscribes first blocks the signal, and threads it
-//!   starts afterwards inherit that (so subscribe in `main` before building
-//!   the runtime if you can: its shards and blocking threads then start
-//!   with the signal blocked);
+//!   starts afterwards inherit that: a runtime it builds later starts its
+//!   shards with the signal blocked, and blocking-pool threads started by
+//!   a shard that blocks it do too;
 //! * every other thread, including the runtime's shards and threads you
 //!   started earlier, blocks it the first time the kernel delivers it
 //!   there: a forwarding handler installed for the signal adds it to that

@@ -162,6 +162,49 @@ fn a_signal_subscribed_after_threads_exist_still_arrives() {
     bystander.join().unwrap();
 }
 
+/// Whether the thread named `name` in this process blocks `sig`
+/// (`SigBlk` in `/proc/self/task/*/status`).
+fn named_thread_blocks(name: &str, sig: i32) -> Option<bool> {
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let dir = task.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).unwrap();
+        let mask = status.lines().find_map(|l| l.strip_prefix("SigBlk:"))?;
+        let bits = u64::from_str_radix(mask.trim(), 16).unwrap();
+        return Some(bits & (1 << (sig - 1)) != 0);
+    }
+    None
+}
+
+#[test]
+fn threads_started_after_a_subscription_start_with_the_signal_blocked() {
+    let _s = serial();
+    let sig = libc::SIGURG;
+    std::thread::spawn(move || {
+        let signals = spargio::Runtime::builder().shards(1).build().unwrap();
+        let stream = signal(signals.handle(), &[sig]).unwrap();
+        // A runtime built afterwards by the subscribing thread: its shard
+        // and its blocking-pool threads start with the signal blocked.
+        let rt = spargio::Runtime::builder()
+            .shards(1)
+            .thread_name("later")
+            .build()
+            .unwrap();
+        assert_eq!(named_thread_blocks("later-0", sig), Some(true));
+        let job = rt
+            .handle()
+            .spawn_blocking(move || thread_state(sig).0)
+            .unwrap();
+        assert!(spargio::block_on(job).unwrap(), "blocking-pool thread");
+        drop(stream);
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn dropping_the_last_subscriber_restores_mask_and_disposition() {
     let _s = serial();
