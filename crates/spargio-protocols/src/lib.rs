@@ -1,0 +1,1 @@
+//! Protocol bridges on spargio (work in progress).

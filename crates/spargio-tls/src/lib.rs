@@ -1,0 +1,1 @@
+//! TLS on spargio (work in progress).

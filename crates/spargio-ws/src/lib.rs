@@ -1,0 +1,1 @@
+//! WebSocket on spargio (work in progress).
