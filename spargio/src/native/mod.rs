@@ -232,9 +232,14 @@ impl UringNativeAny {
         stream.send_owned(buf).await
     }
 
-    /// Sends every buffer completely, in order, with at most `window`
-    /// sends in flight (`window` is clamped to at least 1); short sends are
-    /// retried from where they stopped. Returns the total and the buffers.
+    /// Sends every buffer completely, in order: up to `window` buffers at a
+    /// time go out in one gathering `sendmsg` (one operation, one
+    /// completion; `window` is clamped to 1..=1024), which the kernel
+    /// retries internally until every byte is taken (`MSG_WAITALL`). A
+    /// send that still stops short resumes from the first byte not taken.
+    /// Returns the total and the buffers; on error, the buffers and the
+    /// error (how much went out is not reported then: a stream that failed
+    /// mid-batch is not worth resuming).
     pub async fn send_all_batch<B: IoBuf>(
         &self,
         fd: &NativeFd,

@@ -7,6 +7,7 @@ use crate::buf::{BufResult, IoBuf, IoBufMut};
 use crate::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::op::recv::Recv;
 use crate::op::send::{send_now, Send as SendOp};
+use crate::op::send_vectored::{send_vectored_now, SendVectored, MAX_IOVECS};
 use crate::op::{Lane, Op, OpKind, SharedFd};
 use crate::shard_id::ShardId;
 use crate::stats::Counters;
@@ -85,25 +86,67 @@ impl StreamCore {
         Ok(())
     }
 
+    /// Sends every buffer, in order, up to `window` of them per `sendmsg`
+    /// (module `op/send_vectored.rs`); resumes after a short send from the
+    /// first byte not taken. Returns the total and the buffers.
     pub(crate) async fn send_all_batch<B: IoBuf>(
         &self,
-        bufs: Vec<B>,
-        _window: usize,
+        mut bufs: Vec<B>,
+        window: usize,
     ) -> BufResult<usize, Vec<B>> {
-        let mut out = Vec::with_capacity(bufs.len());
-        let mut total = 0;
-        let mut iter = bufs.into_iter();
-        while let Some(buf) = iter.next() {
-            let len = buf.bytes_init();
-            let (res, buf) = self.write_all_owned(buf).await;
-            out.push(buf);
-            if let Err(e) = res {
-                out.extend(iter);
-                return (Err(e), out);
+        let window = window.clamp(1, MAX_IOVECS);
+        let total: usize = bufs.iter().map(IoBuf::bytes_init).sum();
+        // The first buffer not fully sent, and how much of it was.
+        let (mut first, mut offset) = (0, 0);
+        let mut sent = 0;
+        loop {
+            while first < bufs.len() && offset >= bufs[first].bytes_init() {
+                first += 1;
+                offset = 0;
             }
-            total += len;
+            if first == bufs.len() {
+                return (Ok(total), bufs);
+            }
+            let end = (first + window).min(bufs.len());
+            let now = if self.handle.shared.is_closing() {
+                None
+            } else {
+                send_vectored_now(&self.fd, &bufs, first, offset, end)
+            };
+            let res = match now {
+                Some(res) => res,
+                None => {
+                    let op = SendVectored::new(self.fd.clone(), bufs, first, offset, end);
+                    let (res, back) = self.submit(op).await;
+                    bufs = back;
+                    res
+                }
+            };
+            let mut n = match res {
+                Ok(0) => {
+                    let err = io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        format!("the socket took 0 of the {} bytes left", total - sent),
+                    );
+                    return (Err(err), bufs);
+                }
+                Ok(n) => n,
+                Err(e) => return (Err(e), bufs),
+            };
+            sent += n;
+            // Advance over what was taken.
+            while n > 0 {
+                let left = bufs[first].bytes_init() - offset;
+                if n < left {
+                    offset += n;
+                    n = 0;
+                } else {
+                    n -= left;
+                    first += 1;
+                    offset = 0;
+                }
+            }
         }
-        (Ok(total), out)
     }
 
     pub(crate) async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
@@ -324,7 +367,9 @@ macro_rules! stream_methods {
         }
 
         /// Sends every buffer completely, in order; returns the total and
-        /// the buffers. `window` bounds how many sends are in flight.
+        /// the buffers. Up to `window` buffers (1..=1024) go out in one
+        /// gathering `sendmsg` with `MSG_WAITALL`: one operation per
+        /// window instead of one per buffer.
         pub async fn send_all_batch<B: crate::buf::IoBuf>(
             &self,
             bufs: Vec<B>,

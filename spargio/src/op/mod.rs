@@ -37,6 +37,7 @@ pub(crate) mod recv_multi;
 pub(crate) mod recvmsg;
 pub(crate) mod renameat;
 pub(crate) mod send;
+pub(crate) mod send_vectored;
 pub(crate) mod sendmsg;
 mod shared_fd;
 pub(crate) mod socket;
