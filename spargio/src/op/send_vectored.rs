@@ -46,9 +46,9 @@ impl Gather {
                 }
             })
             .collect();
-        // SAFETY: all-zero is a valid `msghdr` (null pointers, zero
-        // lengths).
         let mut gather = Box::new(Gather {
+            // SAFETY: all-zero is a valid `msghdr` (null pointers, zero
+            // lengths).
             hdr: unsafe { std::mem::zeroed() },
             iovs,
         });
