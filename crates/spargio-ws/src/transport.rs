@@ -1,0 +1,81 @@
+//! `WsTransport`: the byte stream a WebSocket runs over.
+//!
+//! One enum for every transport, not a type parameter, so that `ws://`
+//! and `wss://` connections have one type ([`WsStream`](crate::WsStream))
+//! and a server can keep both kinds in one collection. The enum costs a
+//! branch per poll, which is nothing next to a syscall or a TLS record.
+//! Each variant is a `futures_io` stream: [`spargio::io::Compat`] over a
+//! ring-backed [`TcpStream`].
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_io::{AsyncRead, AsyncWrite};
+use spargio::io::Compat;
+use spargio::net::TcpStream;
+
+/// A stream a WebSocket runs over: plain TCP, or TLS over TCP.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum WsTransport {
+    /// `ws://`: the ring-backed TCP stream through its poll adaptor.
+    Plain(Compat<TcpStream>),
+}
+
+impl WsTransport {
+    /// The TCP stream underneath (for its addresses and socket options).
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            WsTransport::Plain(s) => s.get_ref(),
+        }
+    }
+}
+
+impl From<TcpStream> for WsTransport {
+    fn from(stream: TcpStream) -> WsTransport {
+        WsTransport::Plain(Compat::new(stream))
+    }
+}
+
+impl From<Compat<TcpStream>> for WsTransport {
+    fn from(stream: Compat<TcpStream>) -> WsTransport {
+        WsTransport::Plain(stream)
+    }
+}
+
+impl AsyncRead for WsTransport {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            WsTransport::Plain(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for WsTransport {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            WsTransport::Plain(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            WsTransport::Plain(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            WsTransport::Plain(s) => Pin::new(s).poll_close(cx),
+        }
+    }
+}
