@@ -187,3 +187,47 @@ fn a_full_hot_lane_leaves_messages_with_their_senders() {
         }
     );
 }
+
+#[test]
+fn coalesced_tags_are_summed_at_the_sender_when_the_mailbox_is_full() {
+    let cap = 4;
+    let rt = RuntimeBuilder::new()
+        .shards(2)
+        .msg_ring_queue_capacity(cap)
+        .coalesced_hot_msg_tag(MORE)
+        .build()
+        .unwrap();
+    let h = rt.handle();
+    // Nobody on shard 1 reads yet: the mailbox fills after `cap` messages.
+    let sent = block_on(
+        h.spawn_pinned(0, async move {
+            let ctx = ShardCtx::current().unwrap();
+            for _ in 0..1000 {
+                ctx.send_raw_nowait(1, MORE, 3)
+                    .expect("a coalesced tag is never refused by a full mailbox");
+            }
+            // A general tag still is.
+            let mut refused = false;
+            for i in 0..(2 * cap as u32) {
+                refused |= ctx.send_raw_nowait(1, WORK, i) == Err(SendError::Backpressure);
+            }
+            refused
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(sent, "general messages still see backpressure");
+    let total = block_on(
+        h.spawn_pinned(1, async {
+            let ctx = ShardCtx::current().unwrap();
+            let mut total = 0;
+            while total < 3000 {
+                total += ctx.next_hot_count(MORE).await;
+            }
+            total
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(total, 3000, "every unit arrived, none twice");
+}

@@ -17,8 +17,10 @@
 //! Bounds: the general and hot lanes hold at most `msg_ring_queue_capacity`
 //! events each. Sorting stops while either is full, so the remaining
 //! messages stay in their mailboxes and senders see `Backpressure` as they
-//! would without lanes. Counters cannot overflow (they saturate at
-//! `u64::MAX`).
+//! would without lanes, except for coalesced tags sent from a shard: those
+//! are summed at the sender until the mailbox has room
+//! (`scheduler/coalesce.rs`), one sum per (target, tag). Counters cannot
+//! overflow (they saturate at `u64::MAX`).
 //!
 //! Waking: the shard sorts new messages when some consumer waits, then
 //! wakes general waiters when the general lane has an event, hot waiters

@@ -60,6 +60,21 @@ pub(crate) fn send_all(
                     );
                     shared.notify(target);
                 }
+                Err(_) if all_coalesced(shared, msgs) => {
+                    // Summed on this shard until the mailbox has room
+                    // (scheduler/coalesce.rs): accepted, never refused.
+                    context::with_worker(|w| {
+                        if let Some(w) = w {
+                            w.stash_coalesced(target, msgs);
+                        }
+                    });
+                    let c = &counters.ring_msgs_submitted;
+                    c.store(
+                        c.load(Ordering::Relaxed) + msgs.len() as u64,
+                        Ordering::Relaxed,
+                    );
+                    return Ok(());
+                }
                 Err(_) => Counters::bump_local(&counters.ring_msgs_backpressure),
             }
             res
@@ -78,6 +93,12 @@ pub(crate) fn send_all(
             res
         }
     }
+}
+
+/// True when every message has a coalesced hot tag.
+fn all_coalesced(shared: &Shared, msgs: &[(u16, u32)]) -> bool {
+    let coalesced = &shared.config.hot.coalesced;
+    !coalesced.is_empty() && msgs.iter().all(|&(tag, _)| coalesced.contains(tag))
 }
 
 /// Sends every message or none as direct `MSG_RING`s, each carrying its

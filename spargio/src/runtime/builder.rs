@@ -188,7 +188,11 @@ impl RuntimeBuilder {
     /// [`ShardCtx::next_hot_count`](crate::ShardCtx::next_hot_count) or
     /// [`ShardCtx::try_take_hot_count`](crate::ShardCtx::try_take_hot_count).
     /// For "N more units of work" notifications: a burst costs the consumer
-    /// one wake. Counters saturate at `u64::MAX`.
+    /// one wake. Counters saturate at `u64::MAX`. A shard sending one of
+    /// these tags into a full mailbox is not refused with `Backpressure`:
+    /// the value joins a sum the sender keeps per (target, tag), sent as
+    /// one message once the mailbox has room (outside the runtime, a full
+    /// inbox still refuses).
     ///
     /// ```
     /// use spargio::{Runtime, ShardCtx};

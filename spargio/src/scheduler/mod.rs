@@ -26,6 +26,7 @@
 //! shards find work by `steal.rs`; how shards sleep and wake by
 //! `driver/wake.rs` and `idle.rs`; how everything stops by `shutdown.rs`.
 
+mod coalesce;
 pub(crate) mod context;
 mod direct;
 mod idle;

@@ -68,6 +68,8 @@ pub(crate) struct Worker {
     /// `direct.rs`); and refused ones waiting for mailbox room.
     pub(super) direct_scratch: RefCell<(Vec<DirectMsg>, Vec<DirectMsg>)>,
     pub(super) direct_retry: RefCell<std::collections::VecDeque<DirectMsg>>,
+    /// Sums of coalesced hot tags waiting for mailbox room (`coalesce.rs`).
+    pub(super) coalesced_out: RefCell<Vec<super::coalesce::PendingSum>>,
     pub(super) steal: RefCell<StealState>,
     in_poll: Cell<bool>,
     /// How long to spin before parking (see `spin.rs`).
@@ -98,6 +100,7 @@ impl Worker {
             staged: RefCell::new(Vec::new()),
             direct_scratch: RefCell::new((Vec::new(), Vec::new())),
             direct_retry: RefCell::new(std::collections::VecDeque::new()),
+            coalesced_out: RefCell::new(Vec::new()),
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
             spin: AdaptiveSpin::new(shared.config.spin_before_park),
@@ -220,6 +223,7 @@ impl Worker {
         self.check_ring(res.map(drop));
         self.settle_reaped();
         self.take_direct();
+        self.flush_coalesced();
         self.retry_failed_doorbells();
     }
 
@@ -468,7 +472,10 @@ impl Worker {
             }
             Counters::bump_local(&self.counters().parks);
             let watchdog = !self.shared.is_closing() && self.others_running();
-            let bound = if self.shared.is_closing() || self.direct_retries_pending() {
+            let bound = if self.shared.is_closing()
+                || self.direct_retries_pending()
+                || self.coalesced_pending()
+            {
                 Some(SHUTDOWN_POLL)
             } else {
                 watchdog.then_some(LIFO_WATCHDOG)
