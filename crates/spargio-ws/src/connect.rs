@@ -7,7 +7,9 @@
 //! 2. a TCP connect to the URL's host and port (80 or 443 by default,
 //!    resolved on the runtime's blocking pool), or to the address given to
 //!    the `*_socket_addr` forms, which keep the URL for the `Host` header;
-//! 3. for `wss://`, a TLS handshake naming the URL's host;
+//! 3. for `wss://`, a TLS handshake naming the URL's host, with the
+//!    connector's [`TlsConnector`] (by default one trusting Mozilla's
+//!    root certificates, built once per process);
 //! 4. the HTTP upgrade, by tungstenite.
 //!
 //! The returned futures own everything they need (`Send + 'static`): they
@@ -16,6 +18,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::OnceLock;
 
 use async_tungstenite::tungstenite::client::IntoClientRequest;
 use async_tungstenite::tungstenite::error::UrlError;
@@ -23,6 +26,7 @@ use async_tungstenite::tungstenite::handshake::client::Request;
 use async_tungstenite::tungstenite::Error as WsError;
 use spargio::net::TcpStream;
 use spargio::RuntimeHandle;
+use spargio_tls::TlsConnector;
 
 use crate::error::io_error;
 use crate::{with_timeout, WsOptions, WsResponse, WsStream, WsTransport};
@@ -46,6 +50,7 @@ use crate::{with_timeout, WsOptions, WsResponse, WsStream, WsTransport};
 #[derive(Clone, Debug, Default)]
 pub struct WsConnector {
     options: WsOptions,
+    tls: Option<TlsConnector>,
 }
 
 impl WsConnector {
@@ -57,6 +62,14 @@ impl WsConnector {
     /// This connector with `options`.
     pub fn with_options(mut self, options: WsOptions) -> WsConnector {
         self.options = options;
+        self
+    }
+
+    /// This connector with `tls` for `wss://` URLs (for a private CA, a
+    /// client certificate, ...). Without one, `wss://` trusts Mozilla's
+    /// root certificates (`TlsConnector::with_webpki_roots`).
+    pub fn with_tls(mut self, tls: TlsConnector) -> WsConnector {
+        self.tls = Some(tls);
         self
     }
 
@@ -123,6 +136,7 @@ impl WsConnector {
         R: IntoClientRequest,
     {
         let options = self.options;
+        let tls = self.tls.clone();
         let request = request.into_client_request();
         with_timeout(options.handshake_timeout(), async move {
             let request = request.map_err(io_error)?;
@@ -137,10 +151,8 @@ impl WsConnector {
             let transport = match target.scheme {
                 Scheme::Ws => WsTransport::from(tcp),
                 Scheme::Wss => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::Unsupported,
-                        "wss:// needs a TLS connector",
-                    ))
+                    let tls = tls.as_ref().unwrap_or_else(|| webpki_connector());
+                    WsTransport::from(tls.connect_stream(&target.host, tcp).await?)
                 }
             };
             upgrade(request, transport, &options).await
@@ -156,6 +168,13 @@ async fn upgrade(
     async_tungstenite::client_async_with_config(request, transport, Some(*options.config()))
         .await
         .map_err(io_error)
+}
+
+/// The default TLS connector: building a root store per connection would
+/// cost more than the handshake's key exchange.
+fn webpki_connector() -> &'static TlsConnector {
+    static CONNECTOR: OnceLock<TlsConnector> = OnceLock::new();
+    CONNECTOR.get_or_init(TlsConnector::with_webpki_roots)
 }
 
 enum Scheme {

@@ -3,9 +3,10 @@
 //! One enum for every transport, not a type parameter, so that `ws://`
 //! and `wss://` connections have one type ([`WsStream`](crate::WsStream))
 //! and a server can keep both kinds in one collection. The enum costs a
-//! branch per poll, which is nothing next to a syscall or a TLS record.
-//! Each variant is a `futures_io` stream: [`spargio::io::Compat`] over a
-//! ring-backed [`TcpStream`].
+//! branch per poll, which is nothing next to a syscall or a TLS record;
+//! the TLS variants are boxed so that a plain connection does not carry
+//! a TLS session's size. Every variant is a `futures_io` stream over
+//! [`spargio::io::Compat`] and a ring-backed [`TcpStream`].
 
 use std::io;
 use std::pin::Pin;
@@ -14,13 +15,18 @@ use std::task::{Context, Poll};
 use futures_io::{AsyncRead, AsyncWrite};
 use spargio::io::Compat;
 use spargio::net::TcpStream;
+use spargio_tls::{ClientTlsStream, ServerTlsStream};
 
 /// A stream a WebSocket runs over: plain TCP, or TLS over TCP.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum WsTransport {
-    /// `ws://`: the ring-backed TCP stream through its poll adaptor.
+    /// `ws://`: the TCP stream through its poll adaptor.
     Plain(Compat<TcpStream>),
+    /// `wss://`, client side.
+    ClientTls(Box<ClientTlsStream>),
+    /// `wss://`, server side.
+    ServerTls(Box<ServerTlsStream>),
 }
 
 impl WsTransport {
@@ -28,7 +34,14 @@ impl WsTransport {
     pub fn tcp(&self) -> &TcpStream {
         match self {
             WsTransport::Plain(s) => s.get_ref(),
+            WsTransport::ClientTls(s) => s.get_ref(),
+            WsTransport::ServerTls(s) => s.get_ref(),
         }
+    }
+
+    /// Whether the bytes go through TLS.
+    pub fn is_tls(&self) -> bool {
+        !matches!(self, WsTransport::Plain(_))
     }
 }
 
@@ -44,6 +57,18 @@ impl From<Compat<TcpStream>> for WsTransport {
     }
 }
 
+impl From<ClientTlsStream> for WsTransport {
+    fn from(stream: ClientTlsStream) -> WsTransport {
+        WsTransport::ClientTls(Box::new(stream))
+    }
+}
+
+impl From<ServerTlsStream> for WsTransport {
+    fn from(stream: ServerTlsStream) -> WsTransport {
+        WsTransport::ServerTls(Box::new(stream))
+    }
+}
+
 impl AsyncRead for WsTransport {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -52,6 +77,8 @@ impl AsyncRead for WsTransport {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             WsTransport::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            WsTransport::ClientTls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+            WsTransport::ServerTls(s) => Pin::new(&mut **s).poll_read(cx, buf),
         }
     }
 }
@@ -64,18 +91,24 @@ impl AsyncWrite for WsTransport {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             WsTransport::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            WsTransport::ClientTls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+            WsTransport::ServerTls(s) => Pin::new(&mut **s).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             WsTransport::Plain(s) => Pin::new(s).poll_flush(cx),
+            WsTransport::ClientTls(s) => Pin::new(&mut **s).poll_flush(cx),
+            WsTransport::ServerTls(s) => Pin::new(&mut **s).poll_flush(cx),
         }
     }
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             WsTransport::Plain(s) => Pin::new(s).poll_close(cx),
+            WsTransport::ClientTls(s) => Pin::new(&mut **s).poll_close(cx),
+            WsTransport::ServerTls(s) => Pin::new(&mut **s).poll_close(cx),
         }
     }
 }
