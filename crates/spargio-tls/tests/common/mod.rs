@@ -87,6 +87,11 @@ pub fn have(program: &str) -> bool {
         .status()
         .is_ok();
     if !ok {
+        // CI installs every peer: a missing one there is a failure.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "`{program}` is not installed"
+        );
         eprintln!("SKIP: `{program}` is not installed");
     }
     ok
