@@ -43,7 +43,7 @@ fn python_client_echoes_through_our_acceptor_every_size_every_byte() {
             .unwrap();
         let client = std::thread::spawn(move || python("client.py", &[&url, "echo"], &[]));
         let (echoed, close) = server.await.unwrap().unwrap();
-        let out = client.join().unwrap();
+        let out = common::join(client).await;
         (stdout_ok(&out), echoed, close)
     });
     let expected = 2 * common::SIZES.len();
@@ -122,7 +122,7 @@ fn oversize_is_refused_with_1009(args: &'static [&'static str]) {
             python("client.py", &argv, &[])
         });
         let err = server.await.unwrap().unwrap_err();
-        let out = client.join().unwrap();
+        let out = common::join(client).await;
         (stdout_ok(&out), err)
     });
     assert_eq!(stdout.trim(), "CLOSED 1009 message too big");

@@ -176,3 +176,15 @@ pub fn stdout_ok(out: &Output) -> String {
     );
     stdout
 }
+
+/// Waits for a helper thread without blocking the shard (a blocked shard
+/// cannot run the ring operations, closes included, the thread may be
+/// waiting for); bounded by `HANG`.
+pub async fn join<T>(thread: std::thread::JoinHandle<T>) -> T {
+    let start = Instant::now();
+    while !thread.is_finished() {
+        assert!(start.elapsed() < HANG, "helper thread hung");
+        spargio::sleep(Duration::from_millis(2)).await;
+    }
+    thread.join().expect("helper thread panicked")
+}
