@@ -1,0 +1,3 @@
+//! TLS benchmarks (filled in next).
+
+fn main() {}
