@@ -27,10 +27,13 @@ fn ops_and_timers(h: &spargio::RuntimeHandle) -> (usize, usize) {
 fn silent_clients_time_out_and_leave_no_fd_op_or_timer_behind() {
     let rt = spargio::Runtime::builder().shards(2).build().unwrap();
     let h = rt.handle();
-    let listener = spargio::block_on(h.spawn_stealable({
-        let h = h.clone();
-        async move { TcpListener::bind(&h, "127.0.0.1:0").await.unwrap() }
-    }).unwrap())
+    let listener = spargio::block_on(
+        h.spawn_stealable({
+            let h = h.clone();
+            async move { TcpListener::bind(&h, "127.0.0.1:0").await.unwrap() }
+        })
+        .unwrap(),
+    )
     .unwrap();
     let addr = listener.local_addr().unwrap();
     let before = open_fds();
@@ -48,7 +51,9 @@ fn silent_clients_time_out_and_leave_no_fd_op_or_timer_behind() {
                 }
                 let (tcp, _) = listener.accept().await.unwrap();
                 let start = Instant::now();
-                let err = spargio_ws::accept_with_options(tcp, options).await.unwrap_err();
+                let err = spargio_ws::accept_with_options(tcp, options)
+                    .await
+                    .unwrap_err();
                 assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
                 assert!(start.elapsed() >= Duration::from_millis(30));
                 drop(client);
@@ -67,6 +72,9 @@ fn silent_clients_time_out_and_leave_no_fd_op_or_timer_behind() {
     }
     // The listener is gone too, hence one fd fewer than the baseline.
     assert_eq!(now.0, before - 1, "fds leaked");
-    assert_eq!(now.1, baseline, "ring operations or timers left (ops, timers)");
+    assert_eq!(
+        now.1, baseline,
+        "ring operations or timers left (ops, timers)"
+    );
     drop(rt);
 }

@@ -22,9 +22,15 @@ fn ping_gets_pong_both_ways() {
                 let mut ws = spargio_ws::accept(tcp).await.unwrap();
                 // The client's ping arrives as a message; the pong goes out
                 // by itself.
-                assert_eq!(ws.recv().await.unwrap(), Some(Message::Ping(b"c"[..].into())));
+                assert_eq!(
+                    ws.recv().await.unwrap(),
+                    Some(Message::Ping(b"c"[..].into()))
+                );
                 ws.ping(b"s").await.unwrap();
-                assert_eq!(ws.recv().await.unwrap(), Some(Message::Pong(b"s"[..].into())));
+                assert_eq!(
+                    ws.recv().await.unwrap(),
+                    Some(Message::Pong(b"s"[..].into()))
+                );
                 while ws.recv().await.unwrap().is_some() {}
             })
             .unwrap();
@@ -36,7 +42,10 @@ fn ping_gets_pong_both_ways() {
         got.sort_by_key(|m| format!("{m:?}"));
         assert_eq!(
             got,
-            [Some(Message::Ping(b"s"[..].into())), Some(Message::Pong(b"c"[..].into()))]
+            [
+                Some(Message::Ping(b"s"[..].into())),
+                Some(Message::Pong(b"c"[..].into()))
+            ]
         );
         ws.close_with(CloseCode::Normal, "").await.unwrap();
         server.await.unwrap();
@@ -55,10 +64,13 @@ fn server_closes_with_code_and_reason() {
                 ws.close_with(CloseCode::Policy, "go away").await.unwrap()
             })
             .unwrap();
-        let (mut ws, _) =
-            spargio_ws::connect_socket_addr(&handle, addr, format!("ws://localhost:{}/", addr.port()))
-                .await
-                .unwrap();
+        let (mut ws, _) = spargio_ws::connect_socket_addr(
+            &handle,
+            addr,
+            format!("ws://localhost:{}/", addr.port()),
+        )
+        .await
+        .unwrap();
         match ws.recv().await.unwrap() {
             Some(Message::Close(Some(frame))) => {
                 assert_eq!(frame.code, CloseCode::Policy);
@@ -92,8 +104,15 @@ fn client_closes_with_code_and_reason() {
             })
             .unwrap();
         let (mut ws, _) = spargio_ws::connect(&handle, url.as_str()).await.unwrap();
-        let reply = ws.close_with(CloseCode::from(4321), "custom").await.unwrap().unwrap();
-        assert_eq!((reply.code, reply.reason.as_str()), (CloseCode::from(4321), "custom"));
+        let reply = ws
+            .close_with(CloseCode::from(4321), "custom")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (reply.code, reply.reason.as_str()),
+            (CloseCode::from(4321), "custom")
+        );
         let (first, end) = server.await.unwrap();
         match first {
             Some(Message::Close(Some(frame))) => {
@@ -126,7 +145,9 @@ fn sink_and_stream_of_async_tungstenite_work_too() {
             .unwrap();
         let (mut ws, _) = spargio_ws::connect(&handle, url.as_str()).await.unwrap();
         for i in 0..100u32 {
-            ws.send(Message::binary(i.to_le_bytes().to_vec())).await.unwrap();
+            ws.send(Message::binary(i.to_le_bytes().to_vec()))
+                .await
+                .unwrap();
         }
         for i in 0..100u32 {
             let msg = ws.next().await.unwrap().unwrap();
@@ -148,13 +169,20 @@ fn oversized_message_from_our_client_is_refused_with_1009() {
                 let (tcp, _) = listener.accept().await.unwrap();
                 let options = WsOptions::default().with_max_message_size(Some(1000));
                 let mut ws = spargio_ws::accept_with_options(tcp, options).await.unwrap();
-                assert_eq!(ws.recv().await.unwrap(), Some(Message::binary(vec![1; 1000])));
+                assert_eq!(
+                    ws.recv().await.unwrap(),
+                    Some(Message::binary(vec![1; 1000]))
+                );
                 ws.recv().await.unwrap_err()
             })
             .unwrap();
         let (mut ws, _) = spargio_ws::connect(&handle, url.as_str()).await.unwrap();
-        ws.send_message(Message::binary(vec![1; 1000])).await.unwrap();
-        ws.send_message(Message::binary(vec![1; 1001])).await.unwrap();
+        ws.send_message(Message::binary(vec![1; 1000]))
+            .await
+            .unwrap();
+        ws.send_message(Message::binary(vec![1; 1001]))
+            .await
+            .unwrap();
         match ws.recv().await.unwrap() {
             Some(Message::Close(Some(frame))) => {
                 assert_eq!(frame.code, CloseCode::Size);
@@ -164,8 +192,14 @@ fn oversized_message_from_our_client_is_refused_with_1009() {
         }
         let err = server.await.unwrap();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
-        let inner = err.get_ref().unwrap().downcast_ref::<spargio_ws::tungstenite::Error>();
-        assert!(matches!(inner, Some(spargio_ws::tungstenite::Error::Capacity(_))), "{err:?}");
+        let inner = err
+            .get_ref()
+            .unwrap()
+            .downcast_ref::<spargio_ws::tungstenite::Error>();
+        assert!(
+            matches!(inner, Some(spargio_ws::tungstenite::Error::Capacity(_))),
+            "{err:?}"
+        );
     });
 }
 
@@ -251,7 +285,9 @@ fn a_server_refusing_the_upgrade_is_connection_refused() {
             tcp.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                 .unwrap();
         });
-        let err = spargio_ws::connect(&handle, url.as_str()).await.unwrap_err();
+        let err = spargio_ws::connect(&handle, url.as_str())
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused, "{err}");
         common::join(http).await;
     });
@@ -297,7 +333,10 @@ fn bad_urls_are_invalid_input() {
         for url in ["http://localhost/", "ws:///nohost", "not a url"] {
             let err = spargio_ws::connect(&handle, url).await.unwrap_err();
             assert!(
-                matches!(err.kind(), io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData),
+                matches!(
+                    err.kind(),
+                    io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData
+                ),
                 "{url}: {err:?}"
             );
         }

@@ -70,7 +70,9 @@ fn our_connector_talks_to_a_python_server() {
                 other => panic!("expected text of {size}, got {other:?}"),
             }
             let bytes = pattern(size);
-            ws.send_message(Message::binary(bytes.clone())).await.unwrap();
+            ws.send_message(Message::binary(bytes.clone()))
+                .await
+                .unwrap();
             match ws.recv().await.unwrap() {
                 Some(Message::Binary(back)) => assert!(back[..] == bytes[..], "binary of {size}"),
                 other => panic!("expected binary of {size}, got {other:?}"),
@@ -83,7 +85,10 @@ fn our_connector_talks_to_a_python_server() {
             Some(Message::Pong(b"spargio"[..].into()))
         );
         // We close: the server echoes our code and reason.
-        let reply = ws.close_with(CloseCode::Away, "client leaving").await.unwrap();
+        let reply = ws
+            .close_with(CloseCode::Away, "client leaving")
+            .await
+            .unwrap();
         let reply = reply.expect("close frame");
         assert_eq!(reply.code, CloseCode::Away);
         assert_eq!(reply.reason.as_str(), "client leaving");

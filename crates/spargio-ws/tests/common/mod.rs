@@ -67,7 +67,10 @@ pub fn script(name: &str) -> PathBuf {
 /// interop tests must not pass without their peer.
 pub fn require_python_websockets() {
     let ok = Command::new("python3")
-        .args(["-c", "import websockets.sync.client, websockets.asyncio.server"])
+        .args([
+            "-c",
+            "import websockets.sync.client, websockets.asyncio.server",
+        ])
         .status()
         .is_ok_and(|s| s.success());
     assert!(
