@@ -13,12 +13,13 @@
 //!
 //! Variants: `spargio` (2 shards; `spargio_ws::connect`/`accept` with
 //! `WsStreamExt::send_message`/`recv`, async-tungstenite over
-//! `spargio::io::Compat<TcpStream>`) and `tokio_mt_2` (a multi-thread
+//! `spargio::io::Compat<TcpStream>`; connections spread over the shards
+//! with round-robin sessions, each connection's loop, client and server,
+//! on its session shard, as the guide advises for long-lived streams) and `tokio_mt_2` (a multi-thread
 //! runtime with 2 workers; `tokio_tungstenite::client_async`/
 //! `accept_async` over `tokio::net::TcpStream` with `TCP_NODELAY`, as
 //! spargio-ws sets by default, and `SinkExt::send`/`StreamExt::next`).
-//! Both run tungstenite 0.30. Server connections and client tasks are
-//! spawned as each runtime spawns by default (stealable / `tokio::spawn`).
+//! Both run tungstenite 0.30.
 
 #[path = "common/cpu.rs"]
 mod cpu;
@@ -27,9 +28,9 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use futures_util::{SinkExt, StreamExt};
-use spargio::net::TcpListener;
+use spargio::net::{StreamSessionPolicy, TcpListener};
 use spargio::{Runtime, RuntimeHandle};
-use spargio_ws::{Message, WsStream, WsStreamExt};
+use spargio_ws::{Message, WsOptions, WsStream, WsStreamExt};
 
 /// Messages per iteration (all connections together).
 const MESSAGES: usize = 1_000;
@@ -60,24 +61,29 @@ impl SpargioSide {
                 let h2 = h.clone();
                 h.spawn_stealable(async move {
                     loop {
-                        let Ok((tcp, _)) = listener.accept().await else {
+                        let Ok((tcp, _)) = listener.accept_round_robin().await else {
                             return;
                         };
-                        h2.spawn_stealable(async move {
-                            let mut ws = spargio_ws::accept(tcp).await.expect("accept");
-                            while let Ok(Some(msg)) = ws.recv().await {
-                                if msg.is_binary() && ws.send_message(msg).await.is_err() {
-                                    break;
+                        tcp.clone()
+                            .spawn_on_session(&h2, async move {
+                                let mut ws = spargio_ws::accept(tcp).await.expect("accept");
+                                while let Ok(Some(msg)) = ws.recv().await {
+                                    if msg.is_binary() && ws.send_message(msg).await.is_err() {
+                                        break;
+                                    }
                                 }
-                            }
-                        })
-                        .expect("spawn");
+                            })
+                            .expect("spawn");
                     }
                 })
                 .expect("spawn");
+                let options =
+                    WsOptions::default().with_session_policy(StreamSessionPolicy::RoundRobin);
                 let mut clients = Vec::new();
                 for _ in 0..CONNECTIONS {
-                    let (ws, _) = spargio_ws::connect(&h, url.as_str()).await.expect("connect");
+                    let (ws, _) = spargio_ws::connect_with_options(&h, url.as_str(), options)
+                        .await
+                        .expect("connect");
                     clients.push(ws);
                 }
                 clients
@@ -103,7 +109,8 @@ impl SpargioSide {
                     .into_iter()
                     .map(|mut ws| {
                         let payload = payload.clone();
-                        h.spawn_stealable(async move {
+                        let tcp = ws.get_ref().tcp().clone();
+                        tcp.spawn_on_session(&h, async move {
                             let mut bytes = 0;
                             for _ in 0..MESSAGES / CONNECTIONS {
                                 ws.send_message(payload.clone()).await.expect("send");

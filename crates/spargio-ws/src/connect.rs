@@ -137,13 +137,20 @@ impl WsConnector {
     {
         let options = self.options;
         let tls = self.tls.clone();
+        let session = options.session_policy();
         let request = request.into_client_request();
         with_timeout(options.handshake_timeout(), async move {
             let request = request.map_err(io_error)?;
             let target = Target::of(&request)?;
             let tcp = match addr {
-                Some(addr) => TcpStream::connect_socket_addr(&handle, addr).await?,
-                None => TcpStream::connect(&handle, (target.host.clone(), target.port)).await?,
+                Some(addr) => {
+                    TcpStream::connect_socket_addr_with_session_policy(&handle, addr, session)
+                        .await?
+                }
+                None => {
+                    let addr = (target.host.clone(), target.port);
+                    TcpStream::connect_with_session_policy(&handle, addr, session).await?
+                }
             };
             if options.nodelay() {
                 tcp.set_nodelay(true)?;

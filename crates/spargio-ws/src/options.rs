@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use async_tungstenite::tungstenite::protocol::WebSocketConfig;
+use spargio::net::StreamSessionPolicy;
 
 /// Limits and settings for a WebSocket connection or acceptance.
 ///
@@ -34,6 +35,7 @@ use async_tungstenite::tungstenite::protocol::WebSocketConfig;
 pub struct WsOptions {
     handshake_timeout: Option<Duration>,
     nodelay: bool,
+    session: StreamSessionPolicy,
     config: WebSocketConfig,
 }
 
@@ -41,12 +43,14 @@ pub struct WsOptions {
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Default for WsOptions {
-    /// A 10 s handshake timeout, `TCP_NODELAY` on, and tungstenite's
+    /// A 10 s handshake timeout, `TCP_NODELAY` on, the connecting task's
+    /// shard as session shard, and tungstenite's
     /// default limits (16 MiB frames, 64 MiB messages).
     fn default() -> WsOptions {
         WsOptions {
             handshake_timeout: Some(DEFAULT_HANDSHAKE_TIMEOUT),
             nodelay: true,
+            session: StreamSessionPolicy::ContextPreferred,
             config: WebSocketConfig::default(),
         }
     }
@@ -81,6 +85,16 @@ impl WsOptions {
         self
     }
 
+    /// Which shard's ring serves a connection the connector opens
+    /// (default: the connecting task's). `RoundRobin` spreads many
+    /// connections over the shards; run each one's loop on its session
+    /// shard with `ws.get_ref().tcp().spawn_on_session(..)`. Accepted
+    /// streams keep the session their listener gave them.
+    pub fn with_session_policy(mut self, policy: StreamSessionPolicy) -> WsOptions {
+        self.session = policy;
+        self
+    }
+
     /// These options with tungstenite's whole configuration replaced (for
     /// its buffer sizes; the size limits above are two of its fields).
     pub fn with_config(mut self, config: WebSocketConfig) -> WsOptions {
@@ -96,6 +110,11 @@ impl WsOptions {
     /// Whether `TCP_NODELAY` is set.
     pub fn nodelay(&self) -> bool {
         self.nodelay
+    }
+
+    /// The session policy of connections the connector opens.
+    pub fn session_policy(&self) -> StreamSessionPolicy {
+        self.session
     }
 
     /// tungstenite's configuration, with the size limits.
