@@ -80,7 +80,8 @@ async fn client(handle: RuntimeHandle, url: String) -> io::Result<()> {
         ws.send_message(Message::text(text)).await?;
         println!("echo: {:?}", ws.recv().await?);
     }
-    ws.send_message(Message::binary(vec![0u8; 64 << 10])).await?;
+    ws.send_message(Message::binary(vec![0u8; 64 << 10]))
+        .await?;
     if let Some(Message::Binary(data)) = ws.recv().await? {
         println!("echo: {} bytes", data.len());
     }

@@ -110,8 +110,8 @@ where
         recv(self)
     }
 
-    fn send_message(&mut self, msg: Message) -> impl Future<Output = io::Result<()>> + Send + '_ {
-        async move { self.send(msg).await.map_err(io_error) }
+    async fn send_message(&mut self, msg: Message) -> io::Result<()> {
+        self.send(msg).await.map_err(io_error)
     }
 
     fn ping<'a>(&'a mut self, payload: &[u8]) -> impl Future<Output = io::Result<()>> + Send + 'a {

@@ -172,14 +172,12 @@ pub fn accept_with_options(
 }
 
 /// Runs `fut` under `timeout` (if any); a timeout is `TimedOut`.
-fn with_timeout<T>(
+async fn with_timeout<T>(
     timeout: Option<Duration>,
-    fut: impl Future<Output = io::Result<T>> + Send + 'static,
-) -> impl Future<Output = io::Result<T>> + Send + 'static {
-    async move {
-        match timeout {
-            Some(limit) => spargio::timeout(limit, fut).await?,
-            None => fut.await,
-        }
+    fut: impl Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    match timeout {
+        Some(limit) => spargio::timeout(limit, fut).await?,
+        None => fut.await,
     }
 }
