@@ -19,7 +19,7 @@
 //!
 //! ```
 //! # spargio::block_on(spargio::run(|handle| async move {
-//! use spargio::io::{AsyncReadExt, AsyncWriteExt};
+//! use spargio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 //! use spargio::net::TcpListener;
 //! use spargio_tls::{TlsAcceptor, TlsConnector};
 //!
