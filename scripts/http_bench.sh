@@ -6,6 +6,12 @@
 #
 #   scripts/http_bench.sh                     # ROUNDS=3 DURATION=4
 #   ROUNDS=1 DURATION=3 scripts/http_bench.sh # a quick pass
+#   SCHEME=https scripts/http_bench.sh        # = scripts/https_bench.sh
+#
+# With SCHEME=https the servers are bench/src/bin/https_server.rs (hyper
+# over spargio-tls against hyper over tokio-rustls: rustls with ring, one
+# ServerConfig, TLS 1.3, P-256), the keep-alive load is c64 and churn is a
+# full TLS handshake per request.
 #
 # For each load, ROUNDS rounds of spargio then tokio, each run against a
 # freshly started server. Per run: req/s, p99 latency (wrk --latency) and
@@ -15,25 +21,54 @@
 # per runtime, a fresh server, 6 rounds of `wrk -t2 -c512 -d1s` (wrk closes
 # its connections with requests in flight) and VmRSS after each round.
 #
-# The summary table is printed and written to <target>/http_bench.md
+# The summary table is printed and written to <target>/${SCHEME}_bench.md
 # (<target> = $CARGO_TARGET_DIR, else target). Exits non-zero when a run
 # failed: a server that did not start, stopped answering or died, wrk
 # connect/timeout errors, non-2xx responses, or more read/write errors
 # than the end-of-run resets of its connections explain.
 #
-# Env: ROUNDS (3), DURATION (seconds per run, 4), WORKERS (2),
-# SPARGIO_PORT (18080), TOKIO_PORT (18081).
+# Env: SCHEME (http | https), ROUNDS (3), DURATION (seconds per run, 4),
+# WORKERS (2), SPARGIO_PORT (18080; https 18443), TOKIO_PORT (18081; https
+# 18444).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+SCHEME="${SCHEME:-http}"
 ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-4}"
 WORKERS="${WORKERS:-2}"
-SPARGIO_PORT="${SPARGIO_PORT:-18080}"
-TOKIO_PORT="${TOKIO_PORT:-18081}"
 MEM_ROUNDS=6
 target="${CARGO_TARGET_DIR:-target}"
-bin="$target/release/http_server"
+case "$SCHEME" in
+    http)
+        SPARGIO_PORT="${SPARGIO_PORT:-18080}"
+        TOKIO_PORT="${TOKIO_PORT:-18081}"
+        server=http_server
+        curl_flags=(-s)
+        title="hyper on spargio vs hyper on tokio"
+        loads=(
+            "keep-alive c16|16|keep"
+            "keep-alive c256|256|keep"
+            "churn c32 (Connection: close)|32|close"
+        )
+        ;;
+    https)
+        SPARGIO_PORT="${SPARGIO_PORT:-18443}"
+        TOKIO_PORT="${TOKIO_PORT:-18444}"
+        server=https_server
+        # The server's certificate is self-signed, made at its start.
+        curl_flags=(-sk)
+        title="hyper over spargio-tls vs hyper over tokio-rustls"
+        # keep-alive c64: record layer, hyper, scheduling; churn: a full
+        # TLS 1.3 handshake per request.
+        loads=(
+            "keep-alive c64|64|keep"
+            "churn c32 (Connection: close)|32|close"
+        )
+        ;;
+    *) echo "SCHEME must be http or https" >&2; exit 2 ;;
+esac
+bin="$target/release/$server"
 
 if ! command -v wrk >/dev/null; then
     sudo=""
@@ -42,7 +77,7 @@ if ! command -v wrk >/dev/null; then
 fi
 command -v curl >/dev/null || { echo "curl is required" >&2; exit 1; }
 
-cargo build --release -p spargio-bench --bin http_server
+cargo build --release -p spargio-bench --bin "$server"
 
 tmp="$(mktemp -d)"
 server_pid=""
@@ -103,7 +138,7 @@ check_server() {
         fail "$rt server died during $what: $(tail -n 5 "$tmp/server.err")"
         return 1
     fi
-    body="$(curl -s -m 5 "http://127.0.0.1:$port/" || true)"
+    body="$(curl "${curl_flags[@]}" -m 5 "$SCHEME://127.0.0.1:$port/" || true)"
     if [ "$body" != "Hello, world!" ]; then
         fail "$rt server stopped answering after $what (curl got '$body')"
         return 1
@@ -151,7 +186,7 @@ run_once() {
     local args=(-t2 "-c$conns" "-d${DURATION}s" --latency)
     [ "$close" = close ] && args+=(-H "Connection: close")
     before="$(cpu_ticks "$server_pid")"
-    wrk "${args[@]}" "http://127.0.0.1:$port/" >"$out" 2>&1 || true
+    wrk "${args[@]}" "$SCHEME://127.0.0.1:$port/" >"$out" 2>&1 || true
     after="$(cpu_ticks "$server_pid" 2>/dev/null || echo "$before")"
     check_wrk "$label $rt" "$conns" "$out"
     check_server "$rt" "$label" || true
@@ -171,13 +206,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END {
 fmt_us() { awk -v v="$1" 'BEGIN { if (v >= 1000) printf "%.2f ms", v / 1000; else printf "%.0f µs", v }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
 
-loads=(
-    "keep-alive c16|16|keep"
-    "keep-alive c256|256|keep"
-    "churn c32 (Connection: close)|32|close"
-)
-
-echo "# hyper on spargio vs hyper on tokio, $WORKERS workers each, wrk -t2 on the same host"
+echo "# $title, $WORKERS workers each, wrk -t2 on the same host"
 echo "# ROUNDS=$ROUNDS DURATION=${DURATION}s; per run: req/s, p99, server CPU µs/req"
 table="| load | spargio req/s | spargio p99 | spargio CPU µs/req | tokio req/s | tokio p99 | tokio CPU µs/req | req/s spargio/tokio | CPU/req spargio/tokio |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -224,7 +253,7 @@ for rt in spargio tokio; do
     series="$(rss_mib "$server_pid")"
     r3="" r6=""
     for round in $(seq 1 "$MEM_ROUNDS"); do
-        wrk -t2 -c512 -d1s "http://127.0.0.1:$(port_of "$rt")/" >"$tmp/wrk.out" 2>&1 || true
+        wrk -t2 -c512 -d1s "$SCHEME://127.0.0.1:$(port_of "$rt")/" >"$tmp/wrk.out" 2>&1 || true
         sleep 0.5
         check_wrk "memory round $round $rt" 512 "$tmp/wrk.out"
         [ -z "$wrk_note" ] || echo "memory round $round $rt:$wrk_note"
@@ -241,7 +270,7 @@ for rt in spargio tokio; do
     mem+=$'\n'"| $rt | $series | $growth |"
 done
 
-report="## hyper on spargio vs tokio ($WORKERS workers, wrk -t2 on the same host; ROUNDS=$ROUNDS, DURATION=${DURATION}s, medians)
+report="## $title ($WORKERS workers, wrk -t2 on the same host; ROUNDS=$ROUNDS, DURATION=${DURATION}s, medians)
 
 $table
 
@@ -249,9 +278,9 @@ $mem"
 echo
 echo "$report"
 mkdir -p "$target"
-echo "$report" >"$target/http_bench.md"
+echo "$report" >"$target/${SCHEME}_bench.md"
 echo
-echo "written to $target/http_bench.md"
+echo "written to $target/${SCHEME}_bench.md"
 
 if [ "${#failures[@]}" -gt 0 ]; then
     echo
