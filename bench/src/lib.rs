@@ -3,6 +3,8 @@
 //! Everything here is used by the spargio side and the tokio side alike, so
 //! both measure the same work.
 
+pub mod server;
+
 use std::future::Future;
 use std::hint::black_box;
 use std::path::PathBuf;

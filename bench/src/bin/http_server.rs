@@ -21,29 +21,14 @@
 //! Prints `ready <pid>` once listening and serves until killed. Connection
 //! errors (wrk resets its connections at the end of a run) are ignored.
 
-use std::convert::Infallible;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-
-const BODY: &[u8] = b"Hello, world!";
-
-async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(BODY))))
-}
-
-fn ready() {
-    // `println!` flushes at the newline: the script reads this line.
-    println!("ready {}", std::process::id());
-}
+use spargio_bench::server::{hello, ready, ServerArgs};
 
 // ===== tokio =====
 
@@ -108,34 +93,17 @@ async fn accept_spargio(
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: http_server <spargio|tokio> <port> [workers=2]";
-    let (Some(runtime), Some(port)) = (args.first(), args.get(1).and_then(|p| p.parse().ok()))
-    else {
-        eprintln!("{usage}");
+    let Some(args) = ServerArgs::parse("http_server") else {
         return ExitCode::from(2);
     };
-    let workers = match args.get(2).map(|w| w.parse::<usize>()) {
-        None => 2,
-        Some(Ok(w)) if w > 0 => w,
-        Some(_) => {
-            eprintln!("{usage}");
-            return ExitCode::from(2);
-        }
-    };
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let served = match runtime.as_str() {
-        "spargio" => serve_spargio(addr, workers),
-        "tokio" => serve_tokio(addr, workers),
-        _ => {
-            eprintln!("{usage}");
-            return ExitCode::from(2);
-        }
+    let served = match args.runtime.as_str() {
+        "spargio" => serve_spargio(args.addr, args.workers),
+        _ => serve_tokio(args.addr, args.workers),
     };
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("http_server ({runtime}): {e}");
+            eprintln!("http_server ({}): {e}", args.runtime);
             ExitCode::FAILURE
         }
     }

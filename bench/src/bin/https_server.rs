@@ -26,31 +26,16 @@
 //! and handshake errors (wrk resets its connections at the end of a run)
 //! are ignored.
 
-use std::convert::Infallible;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use spargio_bench::server::{hello, ready, ServerArgs};
 use spargio_tls::rustls::ServerConfig;
-
-const BODY: &[u8] = b"Hello, world!";
-
-async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(BODY))))
-}
-
-fn ready() {
-    // `println!` flushes at the newline: the script reads this line.
-    println!("ready {}", std::process::id());
-}
 
 /// One server config for both sides: a fresh self-signed P-256
 /// certificate for `localhost`, ALPN `http/1.1`.
@@ -138,22 +123,9 @@ async fn accept_spargio(
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: https_server <spargio|tokio> <port> [workers=2]";
-    let (Some(runtime), Some(port)) = (args.first(), args.get(1).and_then(|p| p.parse().ok()))
-    else {
-        eprintln!("{usage}");
+    let Some(args) = ServerArgs::parse("https_server") else {
         return ExitCode::from(2);
     };
-    let workers = match args.get(2).map(|w| w.parse::<usize>()) {
-        None => 2,
-        Some(Ok(w)) if w > 0 => w,
-        Some(_) => {
-            eprintln!("{usage}");
-            return ExitCode::from(2);
-        }
-    };
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let config = match server_config() {
         Ok(config) => config,
         Err(e) => {
@@ -161,18 +133,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let served = match runtime.as_str() {
-        "spargio" => serve_spargio(addr, workers, config),
-        "tokio" => serve_tokio(addr, workers, config),
-        _ => {
-            eprintln!("{usage}");
-            return ExitCode::from(2);
-        }
+    let served = match args.runtime.as_str() {
+        "spargio" => serve_spargio(args.addr, args.workers, config),
+        _ => serve_tokio(args.addr, args.workers, config),
     };
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("https_server ({runtime}): {e}");
+            eprintln!("https_server ({}): {e}", args.runtime);
             ExitCode::FAILURE
         }
     }
