@@ -241,12 +241,11 @@ fn waitid_on_ring(
         let id = proc.pidfd.as_raw_fd() as libc::id_t;
         opcode::WaitId::new(libc::P_PIDFD, id, libc::WEXITED | libc::WNOWAIT).build()
     };
-    // SAFETY: the SQE carries no address (`infop` stays null: the status
-    // is read by the reaping `waitid` in the decoder, not from the ring);
-    // the pidfd it names is owned by the `Proc` the state holds until the
-    // completion; WAITID posts exactly one completion and uses no fixed
-    // files or buffers; the decoder returns no resource that needs giving
-    // back.
+    // `infop` stays null: the decoder's reaping `waitid` reads the status,
+    // so the decoder returns no resource that would need giving back.
+    // SAFETY: the SQE carries no address; the pidfd it names is owned by
+    // the `Proc` the state holds until the completion; WAITID posts exactly
+    // one completion and uses no fixed files or buffers.
     unsafe { native.submit_unsafe(proc, build, |cqe, proc| decode(cqe, &proc)) }
 }
 

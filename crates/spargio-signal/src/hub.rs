@@ -21,6 +21,7 @@ use crate::stream::SignalStream;
 /// let hub = SignalHub::new(&handle, &[libc::SIGUSR1]).unwrap();
 /// let mut a = hub.subscribe().unwrap();
 /// let mut b = hub.subscribe().unwrap();
+/// // SAFETY: kill(2) on this process's own pid, for a subscribed signal.
 /// unsafe { libc::kill(libc::getpid(), libc::SIGUSR1) };
 /// assert_eq!(a.recv().await.unwrap(), libc::SIGUSR1);
 /// assert_eq!(b.recv().await.unwrap(), libc::SIGUSR1);

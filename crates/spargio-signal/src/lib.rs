@@ -4,6 +4,7 @@
 //! # spargio::block_on(spargio::run(|handle| async move {
 //! let mut term = spargio_signal::signal(&handle, &[libc::SIGTERM, libc::SIGINT]).unwrap();
 //! // ... serve; then, in a `select` with the accept loop:
+//! # // SAFETY: kill(2) on this process's own pid, for a subscribed signal.
 //! # unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
 //! let sig = term.recv().await.unwrap();
 //! assert_eq!(sig, libc::SIGTERM);

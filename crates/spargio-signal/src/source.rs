@@ -164,11 +164,11 @@ pub(crate) async fn read(handle: &RuntimeHandle) -> io::Result<usize> {
     };
     let native = handle.uring_native_unbound();
     let state = (fd, Box::new([0u8; 128 * BATCH]));
-    // SAFETY: the SQE names the buffer inside `state.1`, a Box whose heap
-    // memory does not move with `state`, and `state.0` keeps the fd open;
-    // the runtime holds `state` until the final completion. READ posts one
-    // completion. `decode` is the first to look at the buffer, and runs
-    // even if this future is dropped (so a read record is never lost).
+    // `decode` runs even if this future is dropped, so a read record is
+    // never lost.
+    // SAFETY: the SQE names the buffer in `state.1` (a Box: its heap memory
+    // does not move with `state`), `state.0` keeps the fd open, the runtime
+    // holds `state` until READ's one completion, and `decode` looks first.
     let fut = unsafe {
         native.submit_unsafe(
             state,

@@ -23,7 +23,7 @@ use crate::source::{self, Queue};
 /// ```
 /// # spargio::block_on(spargio::run(|handle| async move {
 /// let mut stream = spargio_signal::signal(&handle, &[libc::SIGUSR2]).unwrap();
-/// // Raise the signal at this very process.
+/// // SAFETY: kill(2) on this process's own pid, for a subscribed signal.
 /// unsafe { libc::kill(libc::getpid(), libc::SIGUSR2) };
 /// assert_eq!(stream.recv().await.unwrap(), libc::SIGUSR2);
 /// # })).unwrap();
