@@ -7,7 +7,7 @@ use crate::buf::{BufResult, IoBuf, IoBufMut};
 use crate::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::op::recv::Recv;
 use crate::op::send::{send_now, Send as SendOp};
-use crate::op::send_vectored::{send_vectored_now, SendVectored, MAX_IOVECS};
+use crate::op::send_vectored::{send_vectored_now, Gather, SendVectored, MAX_IOVECS};
 use crate::op::{Lane, Op, OpKind, SharedFd};
 use crate::shard_id::ShardId;
 use crate::stats::Counters;
@@ -108,15 +108,16 @@ impl StreamCore {
                 return (Ok(total), bufs);
             }
             let end = (first + window).min(bufs.len());
+            let gather = Gather::new(&bufs, first, offset, end);
             let now = if self.handle.shared.is_closing() {
                 None
             } else {
-                send_vectored_now(&self.fd, &bufs, first, offset, end)
+                send_vectored_now(&self.fd, &gather)
             };
             let res = match now {
                 Some(res) => res,
                 None => {
-                    let op = SendVectored::new(self.fd.clone(), bufs, first, offset, end);
+                    let op = SendVectored::new(self.fd.clone(), bufs, gather);
                     let (res, back) = self.submit(op).await;
                     bufs = back;
                     res

@@ -16,8 +16,10 @@ use crate::buf::{BufResult, IoBuf};
 pub(crate) const MAX_IOVECS: usize = 1024;
 
 /// The `msghdr` and its `iovec`s, on the heap so the pointers the kernel
-/// follows stay valid when the operation moves.
-struct Gather {
+/// follows stay valid when the operation moves. Built once per window: the
+/// inline attempt uses it, and the ring operation takes it over if the
+/// socket would block.
+pub(crate) struct Gather {
     hdr: libc::msghdr,
     iovs: Box<[libc::iovec]>,
 }
@@ -29,7 +31,12 @@ unsafe impl Send for Gather {}
 
 impl Gather {
     /// `iovec`s for `bufs[first..end]`, the first one from byte `offset`.
-    fn new<B: IoBuf>(bufs: &[B], first: usize, offset: usize, end: usize) -> Box<Gather> {
+    pub(crate) fn new<B: IoBuf>(
+        bufs: &[B],
+        first: usize,
+        offset: usize,
+        end: usize,
+    ) -> Box<Gather> {
         let iovs: Box<[libc::iovec]> = bufs[first..end]
             .iter()
             .enumerate()
@@ -58,7 +65,7 @@ impl Gather {
     }
 }
 
-/// Sends `bufs[first..end]` (the first from `offset`) in one `sendmsg`.
+/// Sends what `gather` describes (a window of `bufs`) in one `sendmsg`.
 pub(crate) struct SendVectored<B> {
     fd: SharedFd,
     bufs: Vec<B>,
@@ -66,14 +73,9 @@ pub(crate) struct SendVectored<B> {
 }
 
 impl<B: IoBuf> SendVectored<B> {
-    pub(crate) fn new(
-        fd: SharedFd,
-        bufs: Vec<B>,
-        first: usize,
-        offset: usize,
-        end: usize,
-    ) -> SendVectored<B> {
-        let gather = Gather::new(&bufs, first, offset, end);
+    /// `gather` must have been built over these `bufs` (by
+    /// [`Gather::new`]): its iovecs point into their heap memory.
+    pub(crate) fn new(fd: SharedFd, bufs: Vec<B>, gather: Box<Gather>) -> SendVectored<B> {
         SendVectored { fd, bufs, gather }
     }
 }
@@ -96,18 +98,12 @@ unsafe impl<B: IoBuf> OpKind for SendVectored<B> {
     }
 }
 
-/// Sends what the socket buffer takes of `bufs[first..end]` right now
+/// Sends what the socket buffer takes of `gather`'s window right now
 /// (`MSG_DONTWAIT`), on the calling thread. `None` when it would block.
-pub(crate) fn send_vectored_now<B: IoBuf>(
-    fd: &SharedFd,
-    bufs: &[B],
-    first: usize,
-    offset: usize,
-    end: usize,
-) -> Option<std::io::Result<usize>> {
-    let gather = Gather::new(bufs, first, offset, end);
-    // SAFETY: the msghdr's iovecs point into `bufs`, borrowed for the whole
-    // call; the fd is kept open by the `SharedFd` borrow.
+/// The caller keeps the buffers `gather` points into alive and untouched.
+pub(crate) fn send_vectored_now(fd: &SharedFd, gather: &Gather) -> Option<std::io::Result<usize>> {
+    // SAFETY: the msghdr's iovecs point into buffers the caller holds for
+    // the whole call; the fd is kept open by the `SharedFd` borrow.
     let n = unsafe {
         libc::sendmsg(
             fd.raw(),
