@@ -38,8 +38,11 @@
 //!   arrives.
 //!
 //! When the last subscription to a signal (stream or [`SignalHub`]) is
-//! dropped, the signal's previous disposition comes back and the dropping
-//! thread's mask is as it was before the subscription. Threads that a
+//! dropped, a signal of that kind that arrived but was never read is taken
+//! from the signalfd (it was the subscription's; handed to the default
+//! action it would usually end the process), the signal's previous
+//! disposition comes back, and the dropping thread's mask is as it was
+//! before the subscription. Threads that a
 //! forward blocked keep the signal blocked: a thread cannot change another
 //! thread's mask.
 //!

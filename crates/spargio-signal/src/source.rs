@@ -131,11 +131,18 @@ pub(crate) fn unsubscribe(set: SignalSet, queue: &Arc<Queue>) {
     if let Some(i) = src.subscribers.iter().position(|s| s.queue.ptr_eq(&me)) {
         src.subscribers.swap_remove(i);
     }
+    // A signal that arrived while subscribed but was not read yet belongs
+    // to the subscription: take it now (the remaining subscribers get what
+    // is theirs), or restoring the old disposition below would hand it to
+    // that (for most signals, the default action ends the process).
+    let wakers = drain(&src);
     // The fd's mask drops the signal before its disposition comes back:
     // between the two, a signal stays pending rather than hitting the old
     // handler twice.
     mask::release(set);
     let _ = update_fd(&mut src);
+    drop(src);
+    wake_all(wakers);
 }
 
 /// Creates the signalfd, or sets its mask to what is subscribed now.
@@ -196,24 +203,36 @@ pub(crate) async fn read(handle: &RuntimeHandle) -> io::Result<usize> {
     fut.await
 }
 
-/// Reads what the signalfd holds right now without waiting
-/// (`preadv2` with `RWF_NOWAIT`: the descriptor itself stays blocking, which
-/// lets the ring's reads wait on it) and hands it to the subscribers.
+/// Reads what the signalfd holds right now without waiting and hands it to
+/// the subscribers.
 pub(crate) fn read_now() {
-    let Some(fd) = source().fd.clone() else {
-        return;
+    let wakers = drain(&source());
+    wake_all(wakers);
+}
+
+/// Reads the signalfd without waiting (`preadv2` with `RWF_NOWAIT`: the
+/// descriptor itself stays blocking, which lets the ring's reads wait on
+/// it) until it is empty, queues each record for its subscribers, and
+/// returns the wakers to call once `src` is unlocked.
+fn drain(src: &Source) -> Vec<Waker> {
+    let mut wakers = Vec::new();
+    let Some(fd) = src.fd.as_ref() else {
+        return wakers;
     };
     let mut buf = [0u8; 128 * BATCH];
-    let iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: one iovec over `buf`, which outlives the call; `fd` is open
-    // while the Arc is held.
-    let n = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, -1, libc::RWF_NOWAIT) };
-    if n > 0 {
+    loop {
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: one iovec over `buf`, which outlives the call; `fd` is
+        // open while `src` (locked by the caller) holds it.
+        let n = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, -1, libc::RWF_NOWAIT) };
+        if n <= 0 {
+            return wakers;
+        }
         for rec in buf.chunks_exact(128).take(n as usize / 128) {
-            deliver(signo(rec));
+            queue_for(src, signo(rec), &mut wakers);
         }
     }
 }
@@ -225,18 +244,28 @@ fn signo(record: &[u8]) -> i32 {
 }
 
 /// Queues `sig` for every subscriber whose set holds it, then wakes them
-/// outside every lock, each under its own `catch_unwind`: a panicking
-/// waker costs only its own wake.
+/// outside every lock.
 fn deliver(sig: i32) {
-    let wakers: Vec<Waker> = {
-        let src = source();
+    let mut wakers = Vec::new();
+    queue_for(&source(), sig, &mut wakers);
+    wake_all(wakers);
+}
+
+/// Queues `sig` for every subscriber of `src` whose set holds it; collects
+/// the wakers to call.
+fn queue_for(src: &Source, sig: i32, wakers: &mut Vec<Waker>) {
+    wakers.extend(
         src.subscribers
             .iter()
             .filter(|s| s.set.contains(sig))
             .filter_map(|s| s.queue.upgrade())
-            .filter_map(|q| q.push(sig))
-            .collect()
-    };
+            .filter_map(|q| q.push(sig)),
+    );
+}
+
+/// Wakes each under its own `catch_unwind`: a panicking waker costs only
+/// its own wake.
+fn wake_all(wakers: Vec<Waker>) {
     for w in wakers {
         let _ = catch_unwind(AssertUnwindSafe(|| w.wake()));
     }

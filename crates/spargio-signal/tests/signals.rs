@@ -260,3 +260,19 @@ fn try_recv_reads_a_pending_signal_without_waiting() {
         assert_eq!(s.try_recv(), None, "taken once");
     });
 }
+
+#[test]
+fn a_signal_left_unread_at_the_last_drop_is_taken_not_delivered_to_the_old_disposition() {
+    let _s = serial();
+    on_runtime(|h| async move {
+        for _ in 0..20 {
+            let s = signal(&h, &[libc::SIGUSR1]).unwrap();
+            raise(libc::SIGUSR1);
+            // Give a forward through another thread time to land.
+            spargio::time::sleep(Duration::from_millis(2)).await;
+            // Dropped unread: SIGUSR1's default action would end the
+            // process if the pending signal survived the restore.
+            drop(s);
+        }
+    });
+}
