@@ -1,0 +1,1 @@
+//! QUIC for spargio (skeleton; being built).
