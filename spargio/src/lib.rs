@@ -96,6 +96,7 @@ pub use messaging::{
 pub use native::{
     NativeFd, UringCqe, UringNativeAny, UringRecvMultishotSegments, UringRecvSegment,
 };
+pub use net::{UdpOffload, UdpRecvMeta};
 pub use runtime::{
     block_on, run, run_local_on, run_with, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle,
 };

@@ -36,6 +36,7 @@ mod session;
 pub(crate) mod stream;
 mod tcp;
 mod udp;
+mod udp_offload;
 mod unix;
 
 pub(crate) use addr::{connect, socket};
@@ -45,4 +46,5 @@ pub use segments::{RecvPoolConfig, RecvSegment, RecvSegments};
 pub use session::StreamSessionPolicy;
 pub use tcp::{Incoming, TcpListener, TcpStream};
 pub use udp::UdpSocket;
+pub use udp_offload::{UdpOffload, UdpRecvMeta};
 pub use unix::{UnixDatagram, UnixIncoming, UnixListener, UnixStream};

@@ -9,6 +9,7 @@ use socket2::{Domain, SockRef, Type};
 use super::addr::{first_ok, resolve};
 use super::datagram::DatagramCore;
 use super::tcp::sock_addr;
+use super::udp_offload::{self, OffloadState, UdpOffload, UdpRecvMeta};
 use super::StreamSessionPolicy;
 use crate::buf::{BufResult, IoBuf, IoBufMut};
 use crate::op::SharedFd;
@@ -33,6 +34,7 @@ use crate::RuntimeHandle;
 #[derive(Debug)]
 pub struct UdpSocket {
     core: DatagramCore,
+    offload: OffloadState,
 }
 
 impl UdpSocket {
@@ -74,6 +76,7 @@ impl UdpSocket {
 
     fn from_fd(handle: &RuntimeHandle, fd: OwnedFd) -> io::Result<UdpSocket> {
         Ok(UdpSocket {
+            offload: OffloadState::probe(fd.as_raw_fd()),
             core: DatagramCore {
                 fd: SharedFd::new(fd),
                 session: StreamSessionPolicy::ContextPreferred.pick(handle)?,
@@ -180,6 +183,104 @@ impl UdpSocket {
     pub async fn recv_from_buf<B: IoBufMut>(&self, buf: B) -> BufResult<(usize, SocketAddr), B> {
         let (res, buf) = self.core.recv_from_owned(buf).await;
         (res.and_then(|(n, a)| Ok((n, sock_addr(a)?))), buf)
+    }
+}
+
+// ===== segmentation offload (net/udp_offload.rs) =====
+
+impl UdpSocket {
+    /// Turns on GRO, ECN and pktinfo reporting where the kernel has them
+    /// (`UDP_GRO`; `IP_RECVTOS`/`IPV6_RECVTCLASS`; `IP_PKTINFO`/
+    /// `IPV6_RECVPKTINFO`, and the IPv4 ones too on an IPv6 socket) and
+    /// returns what is on. An option the kernel lacks stays off; any other
+    /// failure is the error.
+    pub fn enable_offload(&self) -> io::Result<UdpOffload> {
+        let v6 = SockRef::from(self).local_addr()?.is_ipv6();
+        self.offload.enable(self.core.fd.raw(), v6)
+    }
+
+    /// The socket's offload capabilities: GSO as probed when the socket
+    /// was made (a `UDP_SEGMENT` `getsockopt`), and turned off if the
+    /// device failed a GSO send; GRO as [`enable_offload`] set it.
+    ///
+    /// [`enable_offload`]: Self::enable_offload
+    pub fn offload(&self) -> UdpOffload {
+        self.offload.get()
+    }
+
+    /// Sends `buf`'s bytes to `dst` in one `SENDMSG`; returns the bytes
+    /// sent and the buffer (in every case).
+    ///
+    /// With `segment_size: Some(s)` and `s` less than the buffer's length,
+    /// the buffer holds `ceil(len / s)` datagrams of `s` bytes, the last
+    /// possibly shorter, and the kernel cuts them apart (GSO, a
+    /// `UDP_SEGMENT` control message). `s >= len` is one plain datagram.
+    /// `ecn` (0..=3) sets the ECN bits of every datagram (`IP_TOS` for
+    /// IPv4 and v4-mapped destinations, else `IPV6_TCLASS`).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput`, before anything is submitted, for `s == 0`, for a
+    /// segmented send on a socket without GSO
+    /// ([`offload`](Self::offload)`().max_gso_segments == 1`) or with more
+    /// segments than `max_gso_segments`, and for `ecn > 3`.
+    ///
+    /// When the device fails a segmented send with `EIO` (some do when
+    /// checksum offload is off), GSO is turned off for this socket
+    /// (`max_gso_segments` becomes 1, for good) and the datagrams are sent
+    /// one `SENDMSG` each; the result is their total, or the first error
+    /// (datagrams before it are sent). Callers should size later batches
+    /// by [`offload`](Self::offload).
+    ///
+    /// ```no_run
+    /// # spargio::block_on(spargio::run(|handle| async move {
+    /// use spargio::net::UdpSocket;
+    ///
+    /// let socket = UdpSocket::bind(&handle, "127.0.0.1:0").await.unwrap();
+    /// let peer = "127.0.0.1:4433".parse().unwrap();
+    /// let segments = socket.offload().max_gso_segments.min(10);
+    /// // `segments` datagrams of 1200 bytes in one system call.
+    /// let batch = vec![0u8; segments * 1200];
+    /// let (sent, _batch) = socket.send_msg_owned(batch, peer, Some(1200), Some(2)).await;
+    /// assert_eq!(sent.unwrap(), segments * 1200);
+    /// # })).unwrap();
+    /// ```
+    pub async fn send_msg_owned<B: IoBuf>(
+        &self,
+        buf: B,
+        dst: SocketAddr,
+        segment_size: Option<usize>,
+        ecn: Option<u8>,
+    ) -> BufResult<usize, B> {
+        udp_offload::send_msg(&self.core, &self.offload, buf, dst, segment_size, ecn).await
+    }
+
+    /// Receives in one `RECVMSG` into `buf` (from its first byte, up to
+    /// its capacity, as every read here does; pass `vec.slice(vec.len()..)`
+    /// to append) with room for the GRO, TOS and pktinfo control messages;
+    /// returns what arrived ([`UdpRecvMeta`]) and the buffer (in every
+    /// case).
+    ///
+    /// With GRO on, one receive may hold several datagrams
+    /// ([`UdpRecvMeta::segment_size`]): give it 64 KiB of room, since
+    /// what does not fit is cut off.
+    ///
+    /// ```no_run
+    /// # spargio::block_on(spargio::run(|handle| async move {
+    /// use spargio::net::UdpSocket;
+    ///
+    /// let socket = UdpSocket::bind(&handle, "127.0.0.1:4433").await.unwrap();
+    /// socket.enable_offload().unwrap();
+    /// let (meta, buf) = socket.recv_msg_owned(Vec::with_capacity(64 * 1024)).await;
+    /// let meta = meta.unwrap();
+    /// let size = meta.segment_size.unwrap_or(meta.len.max(1));
+    /// for datagram in buf[..meta.len].chunks(size) {
+    ///     println!("{} bytes from {}, ECN {:?}", datagram.len(), meta.addr, meta.ecn);
+    /// }
+    /// # })).unwrap();
+    /// ```
+    pub async fn recv_msg_owned<B: IoBufMut>(&self, buf: B) -> BufResult<UdpRecvMeta, B> {
+        udp_offload::recv_msg(&self.core, buf).await
     }
 }
 

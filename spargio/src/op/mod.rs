@@ -44,6 +44,7 @@ pub(crate) mod socket;
 pub(crate) mod statx;
 pub(crate) mod symlinkat;
 pub(crate) mod timeout;
+pub(crate) mod udp_msg;
 pub(crate) mod unlinkat;
 pub(crate) mod unsafe_op;
 pub(crate) mod write;
