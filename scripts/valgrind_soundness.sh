@@ -29,6 +29,7 @@ CASES=(
   "fs_file:reads_into_a_slice_of_a_shrunk_buffer_stay_inside_the_allocation"
   "rt_reclaim:fd_producing_ops_under_random_timeouts_leak_nothing"
   "net_batch:a_batch_dropped_mid_flight_keeps_its_buffers_until_the_completion"
+  "net_udp_offload:a_receive_dropped_mid_flight_then_a_datagram_arrives"
   "sync_cancel:"
 )
 
