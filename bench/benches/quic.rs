@@ -1,0 +1,353 @@
+//! QUIC: `spargio-quic` (native driver, and its quinn bridge backend)
+//! against quinn 0.11 on tokio. Client and server in one process over
+//! loopback, both sides' CPU counted (`cpu::Group`). Every side runs on
+//! 2 threads: a 2-shard spargio runtime, or a 2-worker tokio runtime.
+//!
+//! Groups (the same workload for every variant):
+//! - `quic_bulk_1conn`: one connection set up once; per iteration the
+//!   client opens a bi stream, uploads 16 MiB and finishes, the server
+//!   reads it to the end and answers the 8-byte byte sum.
+//! - `quic_bulk_16conn`: 16 connections set up once; per iteration all 16
+//!   upload 1 MiB at once, each answered with its byte sum.
+//! - `quic_handshakes`: 32 full handshakes per iteration, in 4 sequential
+//!   batches of 8 concurrent connects; the server closes each connection
+//!   (code 0) as soon as its handshake completes, and a connect counts
+//!   when the client has seen that close, so both ends finished. TLS
+//!   session resumption is off, so every handshake is full.
+//! - `quic_rtt`: one bi stream set up once; per iteration 1,000 times:
+//!   write 64 bytes, read the 64-byte echo.
+//!
+//! The answer is a byte sum, not FNV: the test suite's FNV-1a is
+//! byte-serial and would cost more than the transfer.
+//!
+//! Variants:
+//! - `quinn_tokio`: quinn 0.11 client and server endpoints on one tokio
+//!   multi-thread runtime with 2 workers, written as a quinn user would:
+//!   endpoints and connections reused across iterations, `Bytes` chunks
+//!   written with `write_chunk` and read with `read_chunk` (no copies),
+//!   quinn's default transport config.
+
+#[path = "common/cpu.rs"]
+mod cpu;
+
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::rustls;
+use quinn::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+const BULK_1CONN: usize = 16 << 20;
+const BULK_CONNS: usize = 16;
+const BULK_PER_CONN: usize = 1 << 20;
+const HANDSHAKES: usize = 32;
+const HANDSHAKE_BATCH: usize = 8;
+const RTT_ROUNDS: usize = 1_000;
+const RTT_MSG: usize = 64;
+const ALPN: &[u8] = b"spargio-bench";
+
+/// Sum of the bytes: cheap, vectorizes, and any lost or duplicated chunk
+/// changes it.
+fn byte_sum(data: &[u8]) -> u64 {
+    data.iter().map(|&b| u64::from(b)).sum()
+}
+
+/// The upload payload: a pattern the sum would notice a shift in.
+fn payload(len: usize) -> Bytes {
+    Bytes::from(
+        (0..len)
+            .map(|i| (i % 251) as u8 ^ (i >> 12) as u8)
+            .collect::<Vec<u8>>(),
+    )
+}
+
+/// Certificates and TLS configs every side shares: a self-signed P-256
+/// certificate for `localhost`, TLS 1.3, ring, ALPN `spargio-bench`, no
+/// client-side resumption.
+#[derive(Clone)]
+struct Tls {
+    #[allow(dead_code)] // for the spargio sides
+    cert: CertificateDer<'static>,
+    #[allow(dead_code)] // for the spargio sides
+    key: Vec<u8>,
+    server: Arc<rustls::ServerConfig>,
+    client: Arc<rustls::ClientConfig>,
+}
+
+impl Tls {
+    fn new() -> Tls {
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let der = cert.cert.der().clone();
+        let key = cert.signing_key.serialize_der();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![der.clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.clone())),
+            )
+            .unwrap();
+        server.alpn_protocols = vec![ALPN.to_vec()];
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(der.clone()).unwrap();
+        let mut client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        client.alpn_protocols = vec![ALPN.to_vec()];
+        client.resumption = rustls::client::Resumption::disabled();
+        Tls {
+            cert: der,
+            key,
+            server: Arc::new(server),
+            client: Arc::new(client),
+        }
+    }
+
+    fn quinn_server(&self) -> quinn::ServerConfig {
+        quinn::ServerConfig::with_crypto(Arc::new(
+            QuicServerConfig::try_from(self.server.clone()).unwrap(),
+        ))
+    }
+
+    fn quinn_client(&self) -> quinn::ClientConfig {
+        quinn::ClientConfig::new(Arc::new(
+            QuicClientConfig::try_from(self.client.clone()).unwrap(),
+        ))
+    }
+}
+
+/// What a server does with each connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Serve {
+    /// Each bi stream: read to the end, answer the byte sum, finish.
+    Sum,
+    /// Each bi stream: echo as it arrives.
+    Echo,
+    /// Close (code 0) once the handshake completes.
+    Close,
+}
+
+// ===== quinn on tokio =====
+
+struct QuinnSide {
+    rt: tokio::runtime::Runtime,
+    client: quinn::Endpoint,
+    addr: SocketAddr,
+    _server: quinn::Endpoint,
+}
+
+impl QuinnSide {
+    fn new(tls: &Tls, serve: Serve) -> QuinnSide {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        let (server, client) = rt.block_on(async {
+            let server =
+                quinn::Endpoint::server(tls.quinn_server(), "127.0.0.1:0".parse().unwrap())
+                    .unwrap();
+            let mut client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+            client.set_default_client_config(tls.quinn_client());
+            (server, client)
+        });
+        let addr = server.local_addr().unwrap();
+        let ep = server.clone();
+        rt.spawn(async move {
+            while let Some(incoming) = ep.accept().await {
+                tokio::spawn(quinn_serve(incoming, serve));
+            }
+        });
+        QuinnSide {
+            rt,
+            client,
+            addr,
+            _server: server,
+        }
+    }
+
+    fn connect(&self) -> quinn::Connection {
+        let (ep, addr) = (self.client.clone(), self.addr);
+        self.rt
+            .block_on(async move { ep.connect(addr, "localhost").unwrap().await.unwrap() })
+    }
+
+    /// Uploads `data` on a new bi stream of each connection at once;
+    /// returns the bytes the server confirmed.
+    fn bulk(&self, conns: &[quinn::Connection], data: &Bytes) -> usize {
+        let want = byte_sum(data);
+        let tasks: Vec<_> = conns
+            .iter()
+            .map(|conn| {
+                let (conn, data) = (conn.clone(), data.clone());
+                self.rt.spawn(async move {
+                    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+                    let len = data.len();
+                    send.write_chunk(data).await.unwrap();
+                    send.finish().unwrap();
+                    let mut answer = [0u8; 8];
+                    recv.read_exact(&mut answer).await.unwrap();
+                    assert_eq!(u64::from_le_bytes(answer), want);
+                    len
+                })
+            })
+            .collect();
+        self.rt.block_on(async move {
+            let mut total = 0;
+            for t in tasks {
+                total += t.await.unwrap();
+            }
+            total
+        })
+    }
+
+    fn handshakes(&self) -> usize {
+        let (ep, addr) = (self.client.clone(), self.addr);
+        self.rt.block_on(async move {
+            tokio::spawn(async move {
+                let mut done = 0;
+                for _ in 0..HANDSHAKES / HANDSHAKE_BATCH {
+                    let batch: Vec<_> = (0..HANDSHAKE_BATCH)
+                        .map(|_| {
+                            let ep = ep.clone();
+                            tokio::spawn(async move {
+                                let conn = ep.connect(addr, "localhost").unwrap().await.unwrap();
+                                matches!(
+                                    conn.closed().await,
+                                    quinn::ConnectionError::ApplicationClosed(_)
+                                )
+                            })
+                        })
+                        .collect();
+                    for t in batch {
+                        done += usize::from(t.await.unwrap());
+                    }
+                }
+                done
+            })
+            .await
+            .unwrap()
+        })
+    }
+
+    fn rtt_stream(&self, conn: &quinn::Connection) -> (quinn::SendStream, quinn::RecvStream) {
+        let conn = conn.clone();
+        self.rt
+            .block_on(async move { conn.open_bi().await.unwrap() })
+    }
+
+    fn rtt(&self, stream: &mut Option<(quinn::SendStream, quinn::RecvStream)>) -> usize {
+        let (mut send, mut recv) = stream.take().unwrap();
+        let (rounds, pair) = self.rt.block_on(async move {
+            tokio::spawn(async move {
+                let msg = Bytes::from_static(&[7u8; RTT_MSG]);
+                let mut back = [0u8; RTT_MSG];
+                for _ in 0..RTT_ROUNDS {
+                    send.write_chunk(msg.clone()).await.unwrap();
+                    recv.read_exact(&mut back).await.unwrap();
+                }
+                (RTT_ROUNDS, (send, recv))
+            })
+            .await
+            .unwrap()
+        });
+        *stream = Some(pair);
+        rounds
+    }
+}
+
+async fn quinn_serve(incoming: quinn::Incoming, serve: Serve) {
+    let Ok(conn) = incoming.await else { return };
+    if serve == Serve::Close {
+        conn.close(0u32.into(), b"");
+        return;
+    }
+    while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+        tokio::spawn(async move {
+            let mut sum = 0u64;
+            while let Ok(Some(chunk)) = recv.read_chunk(usize::MAX, true).await {
+                if serve == Serve::Echo {
+                    if send.write_chunk(chunk.bytes).await.is_err() {
+                        return;
+                    }
+                } else {
+                    sum += byte_sum(&chunk.bytes);
+                }
+            }
+            if serve == Serve::Sum {
+                let _ = send.write_all(&sum.to_le_bytes()).await;
+            }
+            let _ = send.finish();
+        });
+    }
+}
+
+// ===== groups =====
+
+fn bulk_1conn(c: &mut Criterion) {
+    let tls = Tls::new();
+    let data = payload(BULK_1CONN);
+    let mut group = cpu::Group::new(c, "quic_bulk_1conn");
+    group.throughput(Throughput::Bytes(BULK_1CONN as u64));
+    group.inner().sample_size(10);
+    {
+        let side = QuinnSide::new(&tls, Serve::Sum);
+        let conns = vec![side.connect()];
+        group.bench("quinn_tokio", || black_box(side.bulk(&conns, &data)));
+    }
+    group.finish();
+}
+
+fn bulk_16conn(c: &mut Criterion) {
+    let tls = Tls::new();
+    let data = payload(BULK_PER_CONN);
+    let mut group = cpu::Group::new(c, "quic_bulk_16conn");
+    group.throughput(Throughput::Bytes((BULK_CONNS * BULK_PER_CONN) as u64));
+    group.inner().sample_size(10);
+    {
+        let side = QuinnSide::new(&tls, Serve::Sum);
+        let conns: Vec<_> = (0..BULK_CONNS).map(|_| side.connect()).collect();
+        group.bench("quinn_tokio", || black_box(side.bulk(&conns, &data)));
+    }
+    group.finish();
+}
+
+fn handshakes(c: &mut Criterion) {
+    let tls = Tls::new();
+    let mut group = cpu::Group::new(c, "quic_handshakes");
+    group.throughput(Throughput::Elements(HANDSHAKES as u64));
+    group.inner().sample_size(10);
+    {
+        let side = QuinnSide::new(&tls, Serve::Close);
+        group.bench("quinn_tokio", || {
+            let done = side.handshakes();
+            assert_eq!(done, HANDSHAKES);
+            black_box(done)
+        });
+    }
+    group.finish();
+}
+
+fn rtt(c: &mut Criterion) {
+    let tls = Tls::new();
+    let mut group = cpu::Group::new(c, "quic_rtt");
+    group.throughput(Throughput::Elements(RTT_ROUNDS as u64));
+    group.inner().sample_size(10);
+    {
+        let side = QuinnSide::new(&tls, Serve::Echo);
+        let conn = side.connect();
+        let mut stream = Some(side.rtt_stream(&conn));
+        group.bench("quinn_tokio", || black_box(side.rtt(&mut stream)));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bulk_1conn, bulk_16conn, handshakes, rtt);
+criterion_main!(benches);
