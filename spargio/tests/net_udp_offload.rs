@@ -372,3 +372,246 @@ fn ipv6_loopback_round_trip() {
         })
     });
 }
+
+/// A dual-stack IPv6 socket talking to an IPv4 one: the sender comes back
+/// v4-mapped (as `recv_from_owned` reports it), the destination as the
+/// IPv4 address it is; ECN to a v4-mapped destination rides `IP_TOS`.
+#[test]
+fn dual_stack_socket_and_ipv4_peer() {
+    common::on_runtime(|h| {
+        Box::pin(async move {
+            let Ok(dual) = UdpSocket::bind_socket_addr(&h, "[::]:0".parse().unwrap()) else {
+                eprintln!("dual stack: skipped, no IPv6");
+                return;
+            };
+            let v4 = bind(&h, "127.0.0.1:0").await;
+            dual.enable_offload().unwrap();
+            v4.enable_offload().unwrap();
+            let dual_port = dual.local_addr().unwrap().port();
+            let v4_addr = v4.local_addr().unwrap();
+            let mapped = |a: SocketAddr| match a {
+                SocketAddr::V4(a) => SocketAddr::from((a.ip().to_ipv6_mapped(), a.port())),
+                other => other,
+            };
+
+            let to_dual = SocketAddr::from((Ipv4Addr::LOCALHOST, dual_port));
+            let (sent, _) = v4
+                .send_msg_owned(datagram(3, 64), to_dual, None, Some(2))
+                .await;
+            assert_eq!(sent.unwrap(), 64);
+            let (meta, buf) = dual.recv_msg_owned(vec![0u8; 2048]).await;
+            let meta = meta.unwrap();
+            assert_eq!(&buf[..meta.len], &datagram(3, 64)[..]);
+            assert_eq!(meta.addr, mapped(v4_addr));
+            assert_eq!(meta.dst_ip, Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+            assert_eq!(meta.ecn, Some(2));
+            // The same datagram through `recv_from_owned`: the same sender.
+            v4.send_msg_owned(vec![1u8; 8], to_dual, None, None)
+                .await
+                .0
+                .unwrap();
+            let (_, from, _) = dual.recv_from_owned(vec![0u8; 64]).await.unwrap();
+            assert_eq!(from, meta.addr);
+
+            // Back to the v4-mapped address it reported, with ECN and GSO.
+            let data = batch(2, 99);
+            let seg = (dual.offload().max_gso_segments > 1).then_some(SEG);
+            let (sent, _) = dual
+                .send_msg_owned(data.clone(), meta.addr, seg, Some(1))
+                .await;
+            assert_eq!(sent.unwrap(), data.len());
+            let mut got = Vec::new();
+            while got.len() < data.len() {
+                let (meta, buf) = v4.recv_msg_owned(Vec::with_capacity(64 * 1024)).await;
+                let meta = meta.unwrap();
+                assert_eq!(meta.ecn, Some(1));
+                assert_eq!(meta.addr.port(), dual_port);
+                got.extend_from_slice(&buf);
+            }
+            assert_eq!(got, data);
+        })
+    });
+}
+
+// ===== measurement =====
+
+/// What one measured transfer did.
+struct Figures {
+    secs: f64,
+    cpu_secs: f64,
+    bytes: u64,
+    datagrams: u64,
+    receives: u64,
+    sends: u64,
+    stalls: u64,
+}
+
+/// User + system CPU time of the whole process (every shard thread).
+fn cpu_secs() -> f64 {
+    // SAFETY: all-zero is a valid `rusage`; `getrusage` writes into it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a live, writable `rusage`.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(rc, 0);
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// A receive buffer big enough that the window below never overflows it
+/// (`SO_RCVBUFFORCE` needs `CAP_NET_ADMIN`; otherwise the sysctl's cap).
+fn big_rcvbuf(socket: &std::net::UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 32 << 20;
+    // SAFETY: the option value is a live `c_int` and the length says so.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        socket2::SockRef::from(socket)
+            .set_recv_buffer_size(size as usize)
+            .unwrap();
+    }
+}
+
+/// Sends 64 MiB (55,924 datagrams of 1200 bytes) from shard 0 to shard 1
+/// over loopback: with GSO (32 datagrams per `send_msg_owned`) or one
+/// `send_to_owned` per datagram; received with `recv_msg_owned`, GRO on or
+/// off. The sender stays at most 8 MiB ahead of what was received.
+fn measure(gso: bool, gro: bool) -> Figures {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    const DATAGRAMS: usize = (64 << 20) / SEG;
+    const PER_SEND: usize = 32;
+    const WINDOW: u64 = 8 << 20;
+    let total = (DATAGRAMS * SEG) as u64;
+    let rt = common::runtime(2);
+    let h = rt.handle();
+    let rx_std = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    big_rcvbuf(&rx_std);
+    let dst = rx_std.local_addr().unwrap();
+    let tx_std = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Release/Acquire: the receiver's count, read by the sender's window.
+    let received = Arc::new(AtomicU64::new(0));
+
+    let (h1, count) = (h.clone(), received.clone());
+    let receiver = h
+        .spawn_pinned(1, async move {
+            let socket = UdpSocket::from_std(&h1, rx_std).unwrap();
+            if gro {
+                assert!(socket.enable_offload().unwrap().gro, "no GRO here");
+            }
+            let (mut got, mut datagrams, mut receives) = (0u64, 0u64, 0u64);
+            let mut last = Instant::now();
+            let mut buf = Vec::with_capacity(64 * 1024);
+            while got < total {
+                buf.clear();
+                // Idle for 500 ms: datagrams were lost; stop counting.
+                let next = socket.recv_msg_owned(buf);
+                let Ok((meta, back)) = spargio::timeout(Duration::from_millis(500), next).await
+                else {
+                    break;
+                };
+                buf = back;
+                let meta = meta.unwrap();
+                last = Instant::now();
+                got += meta.len as u64;
+                datagrams += meta.segment_size.map_or(1, |s| meta.len.div_ceil(s)) as u64;
+                receives += 1;
+                count.store(got, Ordering::Release);
+            }
+            (got, datagrams, receives, last)
+        })
+        .unwrap();
+
+    let h0 = h.clone();
+    let start_cpu = cpu_secs();
+    let start = Instant::now();
+    let sender = h
+        .spawn_pinned(0, async move {
+            let socket = UdpSocket::from_std(&h0, tx_std).unwrap();
+            if gso {
+                assert!(socket.offload().max_gso_segments >= PER_SEND, "no GSO here");
+            }
+            let (mut sent, mut sends, mut stalls) = (0u64, 0u64, 0u64);
+            let mut left = DATAGRAMS;
+            let per_send = if gso { PER_SEND } else { 1 };
+            let mut buf = vec![0xa5u8; per_send * SEG];
+            while left > 0 {
+                while sent - received.load(Ordering::Acquire) > WINDOW {
+                    stalls += 1;
+                    spargio::sleep(Duration::from_micros(50)).await;
+                }
+                let n = left.min(per_send);
+                buf.truncate(n * SEG);
+                let (res, back) = if gso {
+                    socket.send_msg_owned(buf, dst, Some(SEG), None).await
+                } else {
+                    socket.send_to_buf(buf, dst).await
+                };
+                buf = back;
+                sent += res.unwrap() as u64;
+                sends += 1;
+                left -= n;
+            }
+            (sent, sends, stalls)
+        })
+        .unwrap();
+    let (sent, sends, stalls) = spargio::block_on(sender).unwrap();
+    let (bytes, datagrams, receives, last) = spargio::block_on(receiver).unwrap();
+    let cpu_secs = cpu_secs() - start_cpu;
+    assert_eq!(sent, total);
+    Figures {
+        secs: last.duration_since(start).as_secs_f64(),
+        cpu_secs,
+        bytes,
+        datagrams,
+        receives,
+        sends,
+        stalls,
+    }
+}
+
+/// GSO vs one datagram per send, GRO vs none: prints MiB/s and CPU. Run:
+/// `nice -n 19 cargo test -p spargio --release --test net_udp_offload -- --ignored --nocapture measure`
+#[test]
+#[ignore = "a measurement: prints figures, asserts only that the bytes arrived"]
+fn measure_gso_and_gro_over_loopback() {
+    let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let rt = common::runtime(1);
+    let offload = UdpSocket::from_std(rt.handle(), probe).unwrap().offload();
+    if offload.max_gso_segments < 32 {
+        eprintln!("measure: skipped, this kernel has no UDP GSO");
+        return;
+    }
+    drop(rt);
+    eprintln!("send                    | receive | MiB/s  | CPU s | CPU s/GiB | sends  | receives | lost dgrams | window stalls");
+    for (gso, gro) in [(false, false), (false, true), (true, false), (true, true)] {
+        let f = measure(gso, gro);
+        let mib = f.bytes as f64 / f64::from(1 << 20);
+        eprintln!(
+            "{:<23} | {:<7} | {:>6.0} | {:>5.2} | {:>9.2} | {:>6} | {:>8} | {:>11} | {}",
+            if gso {
+                "GSO, 32 x 1200 B/send"
+            } else {
+                "send_to_owned, 1200 B"
+            },
+            if gro { "GRO" } else { "no GRO" },
+            mib / f.secs,
+            f.cpu_secs,
+            f.cpu_secs / (mib / 1024.0),
+            f.sends,
+            f.receives,
+            ((64 << 20) / SEG) as u64 - f.datagrams,
+            f.stalls,
+        );
+        assert!(f.bytes > 0, "nothing arrived");
+    }
+}

@@ -232,6 +232,10 @@ impl UdpSocket {
     /// (datagrams before it are sent). Callers should size later batches
     /// by [`offload`](Self::offload).
     ///
+    /// The kernel's own limits are its errors: a send of more than 64 KiB
+    /// (`EMSGSIZE`), or a segment that does not fit the route's MTU
+    /// (`EINVAL` or `EMSGSIZE`).
+    ///
     /// ```no_run
     /// # spargio::block_on(spargio::run(|handle| async move {
     /// use spargio::net::UdpSocket;

@@ -57,7 +57,9 @@ pub struct UdpRecvMeta {
     /// kernel reported them.
     pub ecn: Option<u8>,
     /// The local address the datagram was sent to, when pktinfo reporting
-    /// is on ([`enable_offload`](super::UdpSocket::enable_offload)).
+    /// is on ([`enable_offload`](super::UdpSocket::enable_offload)). An
+    /// IPv4 datagram on a dual-stack IPv6 socket reports an IPv4 address
+    /// here (while [`addr`](Self::addr) is v4-mapped).
     pub dst_ip: Option<IpAddr>,
 }
 
@@ -133,13 +135,22 @@ impl OffloadState {
         // Relaxed: see `get`.
         self.max_gso_segments.store(1, Ordering::Relaxed);
     }
+}
 
-    #[cfg(test)]
-    fn take_eio_fault(&self) -> bool {
-        self.eio_faults
+/// The unit tests' stand-in for a device that fails GSO sends with `EIO`.
+#[cfg(test)]
+fn injected_eio(state: &OffloadState, segment: Option<u16>) -> Option<io::Error> {
+    let take = segment.is_some()
+        && state
+            .eio_faults
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-    }
+            .is_ok();
+    take.then(|| io::Error::from_raw_os_error(libc::EIO))
+}
+
+#[cfg(not(test))]
+fn injected_eio(_: &OffloadState, _: Option<u16>) -> Option<io::Error> {
+    None
 }
 
 /// `Ok(true)` when the option took, `Ok(false)` when the kernel does not
@@ -273,14 +284,10 @@ pub(crate) async fn send_msg<B: IoBuf>(
         segment_size: segment,
         tos: ecn.map(|e| tos_for(dst, e)),
     };
-    #[cfg(test)]
-    let (res, buf) = if segment.is_some() && state.take_eio_fault() {
-        (Err(io::Error::from_raw_os_error(libc::EIO)), buf)
-    } else {
-        send_one(core, buf, &addr, cmsgs).await
+    let (res, buf) = match injected_eio(state, segment) {
+        Some(err) => (Err(err), buf),
+        None => send_one(core, buf, &addr, cmsgs).await,
     };
-    #[cfg(not(test))]
-    let (res, buf) = send_one(core, buf, &addr, cmsgs).await;
     match (res, segment) {
         (Err(e), Some(size)) if e.raw_os_error() == Some(libc::EIO) => {
             state.disable_gso();
