@@ -120,7 +120,9 @@ pub struct StreamRecord {
     pub end: StreamEnd,
 }
 
-/// Everything a [`QuinnServer`] saw, in arrival order.
+/// Everything a [`QuinnServer`] saw, in arrival order. A stream is
+/// recorded before the server answers it (echo FIN, checksum, reset), so a
+/// client that got the answer finds the record in the next snapshot.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Observed {
     /// Handshakes completed.
@@ -369,8 +371,8 @@ impl ConnCtx {
     async fn accept_uni(self: Arc<Self>, conn: Connection) {
         while let Ok(mut recv) = conn.accept_uni().await {
             if let Some(code) = self.reset_code() {
-                let _ = recv.stop(VarInt::from_u32(code));
                 self.record(StreamKind::Uni, Checksum::new(), StreamEnd::Stopped);
+                let _ = recv.stop(VarInt::from_u32(code));
                 continue;
             }
             let ctx = self.clone();
@@ -383,29 +385,30 @@ impl ConnCtx {
                     _ => None,
                 };
                 let (sum, end) = copy(&mut recv, echo.as_mut()).await;
+                ctx.record(StreamKind::Uni, sum, end);
                 if let Some(mut send) = echo {
                     finish_like(&mut send, end);
+                    let _ = send.stopped().await;
                 }
-                ctx.record(StreamKind::Uni, sum, end);
             });
         }
     }
 
     async fn bi(self: Arc<Self>, mut send: SendStream, mut recv: RecvStream, reset: Option<u32>) {
         if let Some(code) = reset {
+            self.record(StreamKind::Bi, Checksum::new(), StreamEnd::Stopped);
             let _ = send.reset(VarInt::from_u32(code));
             let _ = recv.stop(VarInt::from_u32(code));
-            self.record(StreamKind::Bi, Checksum::new(), StreamEnd::Stopped);
             return;
         }
         match self.behaviour {
             Behaviour::Sink => {
                 let (sum, end) = copy(&mut recv, None).await;
+                self.record(StreamKind::Bi, sum, end);
                 if end == StreamEnd::Finished {
                     let _ = send.write_all(&sum.value().to_le_bytes()).await;
                 }
                 finish_like(&mut send, end);
-                self.record(StreamKind::Bi, sum, end);
             }
             Behaviour::Source(n) => {
                 let mut seed = [0u8; 8];
@@ -419,6 +422,7 @@ impl ConnCtx {
                 };
                 let mut sum = Checksum::new();
                 sum.update(&got);
+                self.record(StreamKind::Bi, sum, end);
                 if end == StreamEnd::Finished && got.len() == 8 {
                     seed.copy_from_slice(&got);
                     let _ = send.write_all(&pattern(n, u64::from_le_bytes(seed))).await;
@@ -427,12 +431,11 @@ impl ConnCtx {
                     // Not a seed: refuse with code 1 so the client sees why.
                     let _ = send.reset(VarInt::from_u32(1));
                 }
-                self.record(StreamKind::Bi, sum, end);
             }
             _ => {
                 let (sum, end) = copy(&mut recv, Some(&mut send)).await;
-                finish_like(&mut send, end);
                 self.record(StreamKind::Bi, sum, end);
+                finish_like(&mut send, end);
             }
         }
         // Keep the stream until the peer has everything, so a dropped
