@@ -13,7 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::task::Poll;
 use std::time::Duration;
 
-use spargio::net::{UdpOffload, UdpRecvMeta, UdpSocket};
+use spargio::net::{UdpRecvMeta, UdpSocket};
 use spargio::RuntimeHandle;
 
 const SEG: usize = 1200;
@@ -107,7 +107,8 @@ fn gro_coalesces_a_gso_burst_and_keeps_every_byte() {
         Box::pin(async move {
             let sender = bind(&h, "127.0.0.1:0").await;
             let receiver = bind(&h, "127.0.0.1:0").await;
-            let on: UdpOffload = receiver.enable_offload().unwrap();
+            // The crate root re-exports the same type.
+            let on: spargio::UdpOffload = receiver.enable_offload().unwrap();
             assert_eq!(on, receiver.offload());
             if !has_gso(&sender, "gro") {
                 return;
