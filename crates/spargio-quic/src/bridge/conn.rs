@@ -1,0 +1,222 @@
+//! The bridge's connection and stream handles.
+
+use std::io;
+
+use bytes::Bytes;
+use quinn_proto::{ConnectionError, VarInt};
+
+use super::spawn;
+use crate::error::from_connection_error;
+
+fn write_error(e: quinn::WriteError) -> io::Error {
+    match e {
+        quinn::WriteError::ConnectionLost(c) => from_connection_error(c),
+        e @ quinn::WriteError::Stopped(_) => io::Error::new(io::ErrorKind::ConnectionReset, e),
+        e => io::Error::new(io::ErrorKind::NotConnected, e),
+    }
+}
+
+fn read_error(e: quinn::ReadError) -> io::Error {
+    match e {
+        quinn::ReadError::ConnectionLost(c) => from_connection_error(c),
+        e @ quinn::ReadError::Reset(_) => io::Error::new(io::ErrorKind::ConnectionReset, e),
+        e => io::Error::new(io::ErrorKind::NotConnected, e),
+    }
+}
+
+fn gone() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "spargio-quic: bridge stream lost (an earlier operation was cancelled)",
+    )
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct BridgeConn {
+    conn: quinn::Connection,
+}
+
+impl BridgeConn {
+    pub(crate) fn new(conn: quinn::Connection) -> Self {
+        BridgeConn { conn }
+    }
+
+    pub(crate) fn quinn(&self) -> &quinn::Connection {
+        &self.conn
+    }
+
+    pub(crate) async fn open_bi(&self) -> io::Result<(BridgeSend, BridgeRecv)> {
+        let c = self.conn.clone();
+        let (s, r) = spawn(async move { c.open_bi().await })
+            .await?
+            .map_err(from_connection_error)?;
+        Ok((BridgeSend::new(s), BridgeRecv::new(r)))
+    }
+
+    pub(crate) async fn open_uni(&self) -> io::Result<BridgeSend> {
+        let c = self.conn.clone();
+        let s = spawn(async move { c.open_uni().await })
+            .await?
+            .map_err(from_connection_error)?;
+        Ok(BridgeSend::new(s))
+    }
+
+    pub(crate) async fn accept_bi(&self) -> io::Result<(BridgeSend, BridgeRecv)> {
+        let c = self.conn.clone();
+        let (s, r) = spawn(async move { c.accept_bi().await })
+            .await?
+            .map_err(from_connection_error)?;
+        Ok((BridgeSend::new(s), BridgeRecv::new(r)))
+    }
+
+    pub(crate) async fn accept_uni(&self) -> io::Result<BridgeRecv> {
+        let c = self.conn.clone();
+        let r = spawn(async move { c.accept_uni().await })
+            .await?
+            .map_err(from_connection_error)?;
+        Ok(BridgeRecv::new(r))
+    }
+
+    pub(crate) fn send_datagram(&self, data: Bytes) -> io::Result<()> {
+        self.conn.send_datagram(data).map_err(|e| match e {
+            quinn::SendDatagramError::ConnectionLost(c) => from_connection_error(c),
+            e => io::Error::new(io::ErrorKind::InvalidInput, e),
+        })
+    }
+
+    pub(crate) async fn read_datagram(&self) -> io::Result<Bytes> {
+        let c = self.conn.clone();
+        spawn(async move { c.read_datagram().await })
+            .await?
+            .map_err(from_connection_error)
+    }
+
+    pub(crate) async fn closed(&self) -> ConnectionError {
+        let c = self.conn.clone();
+        match spawn(async move { c.closed().await }).await {
+            Ok(e) => e,
+            Err(_) => ConnectionError::LocallyClosed,
+        }
+    }
+
+    pub(crate) fn peer_cert_chain_der(&self) -> io::Result<Vec<Vec<u8>>> {
+        self.conn
+            .peer_identity()
+            .and_then(|any| {
+                any.downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>()
+                    .ok()
+            })
+            .map(|certs| certs.iter().map(|c| c.as_ref().to_vec()).collect())
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "spargio-quic: the peer presented no certificate chain",
+                )
+            })
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct BridgeSend {
+    stream: Option<quinn::SendStream>,
+    id: u64,
+}
+
+impl BridgeSend {
+    fn new(s: quinn::SendStream) -> Self {
+        BridgeSend {
+            id: s.id().into(),
+            stream: Some(s),
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) async fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let mut s = self.stream.take().ok_or_else(gone)?;
+        let data = Bytes::copy_from_slice(data);
+        let (s, r) = spawn(async move {
+            let r = s.write(&data).await;
+            (s, r)
+        })
+        .await?;
+        self.stream = Some(s);
+        r.map_err(write_error)
+    }
+
+    pub(crate) async fn write_bytes(&mut self, data: Bytes) -> io::Result<()> {
+        let mut s = self.stream.take().ok_or_else(gone)?;
+        let (s, r) = spawn(async move {
+            let r = s.write_chunk(data).await;
+            (s, r)
+        })
+        .await?;
+        self.stream = Some(s);
+        r.map_err(write_error)
+    }
+
+    pub(crate) fn finish(&mut self) -> io::Result<()> {
+        let s = self.stream.as_mut().ok_or_else(gone)?;
+        s.finish()
+            .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))
+    }
+
+    pub(crate) fn reset(&mut self, code: u32) -> io::Result<()> {
+        let s = self.stream.as_mut().ok_or_else(gone)?;
+        s.reset(VarInt::from_u32(code))
+            .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))
+    }
+
+    pub(crate) async fn stopped(&mut self) -> io::Result<Option<u64>> {
+        let s = self.stream.take().ok_or_else(gone)?;
+        let (s, r) = spawn(async move {
+            let r = s.stopped().await;
+            (s, r)
+        })
+        .await?;
+        self.stream = Some(s);
+        match r {
+            Ok(code) => Ok(code.map(VarInt::into_inner)),
+            Err(quinn::StoppedError::ConnectionLost(c)) => Err(from_connection_error(c)),
+            Err(e) => Err(io::Error::other(e)),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct BridgeRecv {
+    stream: Option<quinn::RecvStream>,
+    id: u64,
+}
+
+impl BridgeRecv {
+    fn new(r: quinn::RecvStream) -> Self {
+        BridgeRecv {
+            id: r.id().into(),
+            stream: Some(r),
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) async fn read_chunk(&mut self, max: usize) -> io::Result<Option<Bytes>> {
+        let mut r = self.stream.take().ok_or_else(gone)?;
+        let (r, res) = spawn(async move {
+            let res = r.read_chunk(max, true).await;
+            (r, res)
+        })
+        .await?;
+        self.stream = Some(r);
+        res.map(|c| c.map(|c| c.bytes)).map_err(read_error)
+    }
+
+    pub(crate) fn stop(&mut self, code: u32) -> io::Result<()> {
+        let r = self.stream.as_mut().ok_or_else(gone)?;
+        r.stop(VarInt::from_u32(code))
+            .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))
+    }
+}

@@ -1,0 +1,331 @@
+//! [`QuicConnection`] and its `Rc`/`Send` handle wrappers.
+
+use std::io;
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use quinn_proto::{ConnectionError, ConnectionStats, Dir, VarInt};
+
+use crate::bridge::BridgeConn;
+use crate::metrics::QuicMetrics;
+use crate::native::conn::ConnRef;
+use crate::native::streams::{NativeRecv, NativeSend};
+use crate::stream::{QuicRecvStream, QuicSendStream, RecvKind, SendKind};
+use crate::util::with_timeout;
+
+#[derive(Clone, Debug)]
+pub(crate) enum ConnKind {
+    Native(ConnRef),
+    Bridge(BridgeConn),
+}
+
+/// A QUIC connection. `Clone + Send + Sync`: clones share the connection,
+/// and every method works from any shard (or any thread).
+///
+/// When the last clone and the last stream of the connection are dropped,
+/// the connection is closed with code 0 (as quinn does).
+#[derive(Clone, Debug)]
+pub struct QuicConnection {
+    pub(crate) kind: ConnKind,
+    pub(crate) metrics: QuicMetrics,
+    pub(crate) op_timeout: Option<Duration>,
+}
+
+impl QuicConnection {
+    pub(crate) fn new(
+        kind: ConnKind,
+        metrics: QuicMetrics,
+        op_timeout: Option<Duration>,
+    ) -> QuicConnection {
+        QuicConnection {
+            kind,
+            metrics,
+            op_timeout,
+        }
+    }
+
+    fn dispatched(&self) {
+        self.metrics.add(
+            |m| match self.kind {
+                ConnKind::Native(_) => &m.native_ops_dispatched,
+                ConnKind::Bridge(_) => &m.bridge_ops_dispatched,
+            },
+            1,
+        );
+    }
+
+    fn send_stream(&self, kind: SendKind) -> QuicSendStream {
+        QuicSendStream {
+            kind,
+            metrics: self.metrics.clone(),
+            op_timeout: self.op_timeout,
+        }
+    }
+
+    fn recv_stream(&self, kind: RecvKind) -> QuicRecvStream {
+        QuicRecvStream {
+            kind,
+            metrics: self.metrics.clone(),
+            op_timeout: self.op_timeout,
+        }
+    }
+
+    /// Opens a bidirectional stream (waits for the peer's stream credit).
+    /// The peer sees it once something is written on it.
+    pub async fn open_bi(&self) -> io::Result<(QuicSendStream, QuicRecvStream)> {
+        self.dispatched();
+        let pair = with_timeout(self.op_timeout, &self.metrics, async {
+            match &self.kind {
+                ConnKind::Native(c) => {
+                    let id = c.open(Dir::Bi).await?;
+                    bump(c, |s| &s.bi_opens);
+                    Ok((
+                        SendKind::Native(NativeSend::new(c.clone(), id)),
+                        RecvKind::Native(NativeRecv::new(c.clone(), id)),
+                    ))
+                }
+                ConnKind::Bridge(c) => {
+                    let (s, r) = c.open_bi().await?;
+                    Ok((SendKind::Bridge(s), RecvKind::Bridge(r)))
+                }
+            }
+        })
+        .await?;
+        self.metrics.add(|m| &m.streams_opened, 1);
+        Ok((self.send_stream(pair.0), self.recv_stream(pair.1)))
+    }
+
+    /// Opens a unidirectional stream.
+    pub async fn open_uni(&self) -> io::Result<QuicSendStream> {
+        self.dispatched();
+        let kind = with_timeout(self.op_timeout, &self.metrics, async {
+            match &self.kind {
+                ConnKind::Native(c) => {
+                    let id = c.open(Dir::Uni).await?;
+                    bump(c, |s| &s.uni_opens);
+                    Ok(SendKind::Native(NativeSend::new(c.clone(), id)))
+                }
+                ConnKind::Bridge(c) => Ok(SendKind::Bridge(c.open_uni().await?)),
+            }
+        })
+        .await?;
+        self.metrics.add(|m| &m.streams_opened, 1);
+        Ok(self.send_stream(kind))
+    }
+
+    /// Accepts the next bidirectional stream the peer opened.
+    /// Cancel-safe on the native backend: a dropped `accept_bi` leaves the
+    /// stream for the next call.
+    pub async fn accept_bi(&self) -> io::Result<(QuicSendStream, QuicRecvStream)> {
+        self.dispatched();
+        let pair = with_timeout(self.op_timeout, &self.metrics, async {
+            match &self.kind {
+                ConnKind::Native(c) => {
+                    let id = c.accept(Dir::Bi).await?;
+                    Ok((
+                        SendKind::Native(NativeSend::new(c.clone(), id)),
+                        RecvKind::Native(NativeRecv::new(c.clone(), id)),
+                    ))
+                }
+                ConnKind::Bridge(c) => {
+                    let (s, r) = c.accept_bi().await?;
+                    Ok((SendKind::Bridge(s), RecvKind::Bridge(r)))
+                }
+            }
+        })
+        .await?;
+        self.metrics.add(|m| &m.streams_accepted, 1);
+        Ok((self.send_stream(pair.0), self.recv_stream(pair.1)))
+    }
+
+    /// Accepts the next unidirectional stream the peer opened.
+    pub async fn accept_uni(&self) -> io::Result<QuicRecvStream> {
+        self.dispatched();
+        let kind = with_timeout(self.op_timeout, &self.metrics, async {
+            match &self.kind {
+                ConnKind::Native(c) => {
+                    let id = c.accept(Dir::Uni).await?;
+                    Ok(RecvKind::Native(NativeRecv::new(c.clone(), id)))
+                }
+                ConnKind::Bridge(c) => Ok(RecvKind::Bridge(c.accept_uni().await?)),
+            }
+        })
+        .await?;
+        self.metrics.add(|m| &m.streams_accepted, 1);
+        Ok(self.recv_stream(kind))
+    }
+
+    /// Sends an unreliable datagram (RFC 9221). If the send buffer is
+    /// full the oldest queued datagram is dropped (as quinn does).
+    /// `InvalidInput` when the peer does not accept datagrams or `data` is
+    /// larger than [`max_datagram_size`](Self::max_datagram_size).
+    pub fn send_datagram(&self, data: Bytes) -> io::Result<()> {
+        self.dispatched();
+        match &self.kind {
+            ConnKind::Native(c) => c.send_datagram(data)?,
+            ConnKind::Bridge(c) => c.send_datagram(data)?,
+        }
+        self.metrics.add(|m| &m.datagrams_sent, 1);
+        Ok(())
+    }
+
+    /// Receives the next datagram.
+    pub async fn read_datagram(&self) -> io::Result<Bytes> {
+        self.dispatched();
+        let d = with_timeout(self.op_timeout, &self.metrics, async {
+            match &self.kind {
+                ConnKind::Native(c) => c.read_datagram().await,
+                ConnKind::Bridge(c) => c.read_datagram().await,
+            }
+        })
+        .await?;
+        self.metrics.add(|m| &m.datagrams_received, 1);
+        Ok(d)
+    }
+
+    /// The largest datagram the peer accepts now (`None`: unsupported).
+    pub fn max_datagram_size(&self) -> Option<usize> {
+        match &self.kind {
+            ConnKind::Native(c) => c.lock().conn.datagrams().max_size(),
+            ConnKind::Bridge(c) => c.quinn().max_datagram_size(),
+        }
+    }
+
+    /// Bytes free in the datagram send buffer.
+    pub fn datagram_send_buffer_space(&self) -> usize {
+        match &self.kind {
+            ConnKind::Native(c) => c.lock().conn.datagrams().send_buffer_space(),
+            ConnKind::Bridge(c) => c.quinn().datagram_send_buffer_space(),
+        }
+    }
+
+    /// Closes the connection with an application `code` and `reason`;
+    /// the peer's [`closed`](Self::closed) reports them, and every
+    /// operation on this side fails with `ConnectionAborted`.
+    pub fn close(&self, code: u32, reason: &[u8]) {
+        self.metrics.add(|m| &m.close_events, 1);
+        match &self.kind {
+            ConnKind::Native(c) => c.close(VarInt::from_u32(code), Bytes::copy_from_slice(reason)),
+            ConnKind::Bridge(c) => c.quinn().close(VarInt::from_u32(code), reason),
+        }
+    }
+
+    /// Waits until the connection ends and says why: e.g.
+    /// `ConnectionError::ApplicationClosed` with the peer's code and
+    /// reason, `TimedOut` for the idle timeout, `LocallyClosed` after
+    /// [`close`](Self::close).
+    pub async fn closed(&self) -> ConnectionError {
+        match &self.kind {
+            ConnKind::Native(c) => c.closed().await,
+            ConnKind::Bridge(c) => c.closed().await,
+        }
+    }
+
+    /// Why the connection ended, if it has.
+    pub fn close_reason(&self) -> Option<ConnectionError> {
+        match &self.kind {
+            ConnKind::Native(c) => c.lock().error.clone(),
+            ConnKind::Bridge(c) => c.quinn().close_reason(),
+        }
+    }
+
+    /// An id unique among this process's connections (preserved by
+    /// [`to_local`](Self::to_local) and [`to_send_handle`](Self::to_send_handle)).
+    pub fn stable_id(&self) -> u64 {
+        match &self.kind {
+            ConnKind::Native(c) => c.id,
+            ConnKind::Bridge(c) => c.quinn().stable_id() as u64,
+        }
+    }
+
+    /// The peer's address.
+    pub fn remote_address(&self) -> SocketAddr {
+        match &self.kind {
+            ConnKind::Native(c) => c.lock().conn.remote_address(),
+            ConnKind::Bridge(c) => c.quinn().remote_address(),
+        }
+    }
+
+    /// quinn-proto's statistics for the connection.
+    pub fn stats(&self) -> ConnectionStats {
+        match &self.kind {
+            ConnKind::Native(c) => c.lock().conn.stats(),
+            ConnKind::Bridge(c) => c.quinn().stats(),
+        }
+    }
+
+    /// The peer's certificate chain (DER, leaf first). `NotConnected` when
+    /// the peer presented none (a client without client auth).
+    pub fn peer_cert_chain_der(&self) -> io::Result<Vec<Vec<u8>>> {
+        match &self.kind {
+            ConnKind::Native(c) => crate::native::peer_chain(c),
+            ConnKind::Bridge(c) => c.peer_cert_chain_der(),
+        }
+    }
+
+    /// An `Rc`-based (`!Send`) handle for code that stays on one shard.
+    pub fn to_local(&self) -> LocalQuicConnection {
+        LocalQuicConnection {
+            inner: Rc::new(self.clone()),
+        }
+    }
+
+    /// An explicitly `Send` handle to the same connection.
+    pub fn to_send_handle(&self) -> QuicSendConnection {
+        QuicSendConnection {
+            inner: self.clone(),
+        }
+    }
+}
+
+fn bump(
+    c: &ConnRef,
+    f: impl FnOnce(&crate::native::DriverCountersRef) -> &std::sync::atomic::AtomicU64,
+) {
+    f(&c.driver.counters).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// An `Rc`-based (`!Send`) connection handle; derefs to
+/// [`QuicConnection`]. See [`QuicConnection::to_local`].
+#[derive(Clone, Debug)]
+pub struct LocalQuicConnection {
+    inner: Rc<QuicConnection>,
+}
+
+impl LocalQuicConnection {
+    /// A `Send` handle to the same connection.
+    pub fn to_send_handle(&self) -> QuicSendConnection {
+        self.inner.to_send_handle()
+    }
+}
+
+impl Deref for LocalQuicConnection {
+    type Target = QuicConnection;
+    fn deref(&self) -> &QuicConnection {
+        &self.inner
+    }
+}
+
+/// A `Send` connection handle; derefs to [`QuicConnection`]. See
+/// [`QuicConnection::to_send_handle`].
+#[derive(Clone, Debug)]
+pub struct QuicSendConnection {
+    inner: QuicConnection,
+}
+
+impl QuicSendConnection {
+    /// An `Rc`-based handle to the same connection.
+    pub fn to_local(&self) -> LocalQuicConnection {
+        self.inner.to_local()
+    }
+}
+
+impl Deref for QuicSendConnection {
+    type Target = QuicConnection;
+    fn deref(&self) -> &QuicConnection {
+        &self.inner
+    }
+}

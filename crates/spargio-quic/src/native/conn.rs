@@ -1,0 +1,363 @@
+//! One connection's shared state and the operations handles perform on
+//! it from any shard.
+//!
+//! A handle locks [`ConnState`], calls quinn-proto directly (a stream
+//! write lands in quinn-proto's send buffer; a read takes a `Bytes` chunk
+//! out of its receive buffer), registers its waker if it must wait, and
+//! if it changed anything marks the connection dirty, which queues it for
+//! the driver and wakes the driver once (`dirty` flag plus the driver's
+//! `notified` flag). The driver then produces the packets.
+
+use std::future::poll_fn;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use quinn_proto::{ConnectionError, ConnectionHandle, Dir, StreamId, VarInt};
+
+use super::shared::{lock, DriverShared};
+use super::waiters::{next_wait_key, wake_all, WaitKind, Waiters};
+use crate::error::{from_connection_error, from_datagram_error};
+
+/// A connection as shared by the driver and the handles.
+pub(crate) struct ConnInner {
+    /// Stable id (unique in the process).
+    pub(crate) id: u64,
+    pub(crate) ch: ConnectionHandle,
+    pub(crate) state: Mutex<ConnState>,
+    /// Set while the connection sits in the driver's dirty list.
+    dirty: AtomicBool,
+    pub(crate) driver: Arc<DriverShared>,
+}
+
+impl std::fmt::Debug for ConnInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnInner")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The quinn-proto connection and what waits on it.
+pub(crate) struct ConnState {
+    pub(crate) conn: quinn_proto::Connection,
+    /// Why the connection ended (set once).
+    pub(crate) error: Option<ConnectionError>,
+    pub(crate) established: bool,
+    pub(crate) waiters: Waiters,
+    /// Live user handles (connections and streams); the last one to go
+    /// closes the connection with code 0.
+    pub(crate) refs: usize,
+    pub(crate) peer_certs: Option<Vec<Vec<u8>>>,
+    pub(crate) datagrams_sent: u64,
+    pub(crate) datagrams_received: u64,
+}
+
+/// What one attempt of an operation decided.
+pub(crate) enum Step<T> {
+    Done(io::Result<T>),
+    Wait(WaitKind),
+}
+
+impl ConnInner {
+    pub(crate) fn new(
+        id: u64,
+        ch: ConnectionHandle,
+        conn: quinn_proto::Connection,
+        driver: Arc<DriverShared>,
+    ) -> Arc<ConnInner> {
+        let max = driver.max_inflight;
+        Arc::new(ConnInner {
+            id,
+            ch,
+            state: Mutex::new(ConnState {
+                conn,
+                error: None,
+                established: false,
+                waiters: Waiters::new(max),
+                refs: 0,
+                peer_certs: None,
+                datagrams_sent: 0,
+                datagrams_received: 0,
+            }),
+            dirty: AtomicBool::new(false),
+            driver,
+        })
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ConnState> {
+        lock(&self.state)
+    }
+
+    /// Queues the connection for the driver (once until it is driven).
+    pub(crate) fn mark_dirty(self: &Arc<Self>) {
+        // AcqRel: pairs with the driver's `clear_dirty`; whoever flips it
+        // to true owns the single list entry.
+        if !self.dirty.swap(true, Ordering::AcqRel) {
+            self.driver.push_dirty(self.clone());
+        }
+    }
+
+    /// Driver side: the connection left the dirty list; later changes
+    /// must queue it again.
+    pub(crate) fn clear_dirty(&self) {
+        self.dirty.store(false, Ordering::Release);
+    }
+
+    /// One attempt of an operation: `f` runs under the lock; if it waits,
+    /// the future's waker is registered under `key` (over the bound:
+    /// `WouldBlock`). Marks the connection dirty if `f` asked to.
+    pub(crate) fn poll_step<T>(
+        self: &Arc<Self>,
+        key: &mut u64,
+        cx: &mut Context<'_>,
+        f: impl FnOnce(&mut ConnState, &mut bool) -> Step<T>,
+    ) -> Poll<io::Result<T>> {
+        let mut dirty = false;
+        let out = {
+            let mut st = self.lock();
+            match f(&mut st, &mut dirty) {
+                Step::Done(r) => {
+                    if *key != 0 {
+                        st.waiters.remove(*key);
+                    }
+                    Poll::Ready(r)
+                }
+                Step::Wait(kind) => {
+                    if *key == 0 {
+                        *key = next_wait_key();
+                    }
+                    match st.waiters.register(*key, kind, cx.waker()) {
+                        Ok(()) => Poll::Pending,
+                        Err(e) => Poll::Ready(Err(e)),
+                    }
+                }
+            }
+        };
+        if let Poll::Ready(Err(e)) = &out {
+            if e.kind() == io::ErrorKind::WouldBlock {
+                self.driver.backpressure(self.id);
+            }
+        }
+        if dirty {
+            self.mark_dirty();
+        }
+        out
+    }
+
+    /// Runs `f` until it is done, waiting as it asks.
+    pub(crate) async fn run<T>(
+        self: &Arc<Self>,
+        mut f: impl FnMut(&mut ConnState, &mut bool) -> Step<T>,
+    ) -> io::Result<T> {
+        let mut guard = WaitGuard {
+            conn: self.clone(),
+            key: 0,
+        };
+        poll_fn(|cx| {
+            let conn = guard.conn.clone();
+            conn.poll_step(&mut guard.key, cx, &mut f)
+        })
+        .await
+    }
+
+    /// Closes the connection locally (idempotent) and wakes everything
+    /// waiting on it.
+    pub(crate) fn close(self: &Arc<Self>, code: VarInt, reason: Bytes) {
+        let mut wakers = Vec::new();
+        {
+            let mut st = self.lock();
+            if st.error.is_none() {
+                st.conn.close(Instant::now(), code, reason);
+                st.error = Some(ConnectionError::LocallyClosed);
+                st.waiters.take_all(&mut wakers);
+            }
+        }
+        self.mark_dirty();
+        wake_all(&mut wakers);
+    }
+
+    /// Opens a stream (waits for stream credit).
+    pub(crate) async fn open(self: &Arc<Self>, dir: Dir) -> io::Result<StreamId> {
+        self.run(|st, _| {
+            if let Some(e) = &st.error {
+                return Step::Done(Err(from_connection_error(e.clone())));
+            }
+            match st.conn.streams().open(dir) {
+                Some(id) => Step::Done(Ok(id)),
+                None => Step::Wait(WaitKind::Open(dir)),
+            }
+        })
+        .await
+    }
+
+    /// Accepts a peer-opened stream.
+    pub(crate) async fn accept(self: &Arc<Self>, dir: Dir) -> io::Result<StreamId> {
+        self.run(|st, dirty| {
+            if let Some(id) = st.conn.streams().accept(dir) {
+                // Accepting may raise the peer's stream credit.
+                *dirty = true;
+                return Step::Done(Ok(id));
+            }
+            if let Some(e) = &st.error {
+                return Step::Done(Err(from_connection_error(e.clone())));
+            }
+            Step::Wait(WaitKind::Accept(dir))
+        })
+        .await
+    }
+
+    /// Queues an unreliable datagram (dropping the oldest queued one if
+    /// quinn-proto's send buffer is full, as quinn does).
+    pub(crate) fn send_datagram(self: &Arc<Self>, data: Bytes) -> io::Result<()> {
+        let max = self.driver.tuning().max_datagram_size;
+        if data.len() > max {
+            // Relaxed: statistics.
+            self.driver
+                .counters
+                .oversize_rejections
+                .fetch_add(1, Ordering::Relaxed);
+            self.driver
+                .event(super::types::NativeProtoEvent::OversizeRejected {
+                    connection_id: self.id,
+                    size: data.len(),
+                });
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "spargio-quic: datagram of {} bytes exceeds max_datagram_size {max}",
+                    data.len()
+                ),
+            ));
+        }
+        {
+            let mut st = self.lock();
+            if let Some(e) = &st.error {
+                return Err(from_connection_error(e.clone()));
+            }
+            st.conn
+                .datagrams()
+                .send(data, true)
+                .map_err(from_datagram_error)?;
+            st.datagrams_sent += 1;
+        }
+        self.driver
+            .counters
+            .datagrams_queued
+            .fetch_add(1, Ordering::Relaxed);
+        self.mark_dirty();
+        Ok(())
+    }
+
+    /// Takes the next received datagram, waiting for one.
+    pub(crate) async fn read_datagram(self: &Arc<Self>) -> io::Result<Bytes> {
+        self.run(|st, _| {
+            if let Some(d) = st.conn.datagrams().recv() {
+                st.datagrams_received += 1;
+                return Step::Done(Ok(d));
+            }
+            if let Some(e) = &st.error {
+                return Step::Done(Err(from_connection_error(e.clone())));
+            }
+            Step::Wait(WaitKind::Datagram)
+        })
+        .await
+    }
+
+    /// Waits for the connection to end; gives the reason.
+    pub(crate) async fn closed(self: &Arc<Self>) -> ConnectionError {
+        let res = self
+            .run(|st, _| match &st.error {
+                Some(e) => Step::Done(Ok(e.clone())),
+                None => Step::Wait(WaitKind::Closed),
+            })
+            .await;
+        match res {
+            Ok(e) => e,
+            // Over max_inflight_ops: report it as the connection being
+            // unobservable rather than hiding the error.
+            Err(_) => ConnectionError::LocallyClosed,
+        }
+    }
+
+    /// Waits for the handshake (client side).
+    pub(crate) async fn established(self: &Arc<Self>) -> io::Result<()> {
+        self.run(|st, _| {
+            if let Some(e) = &st.error {
+                return Step::Done(Err(from_connection_error(e.clone())));
+            }
+            if st.established {
+                Step::Done(Ok(()))
+            } else {
+                Step::Wait(WaitKind::Connected)
+            }
+        })
+        .await
+    }
+
+    /// A user handle appeared.
+    pub(crate) fn acquire(self: &Arc<Self>) -> ConnRef {
+        self.lock().refs += 1;
+        ConnRef(self.clone())
+    }
+}
+
+/// Removes a dropped future's waker registration.
+struct WaitGuard {
+    conn: Arc<ConnInner>,
+    key: u64,
+}
+
+impl Drop for WaitGuard {
+    fn drop(&mut self) {
+        if self.key != 0 {
+            self.conn.lock().waiters.remove(self.key);
+        }
+    }
+}
+
+/// A counted user reference: the last one dropped closes the connection
+/// with code 0 (as quinn does).
+#[derive(Debug)]
+pub(crate) struct ConnRef(pub(crate) Arc<ConnInner>);
+
+impl Clone for ConnRef {
+    fn clone(&self) -> Self {
+        self.0.acquire()
+    }
+}
+
+impl std::ops::Deref for ConnRef {
+    type Target = Arc<ConnInner>;
+    fn deref(&self) -> &Arc<ConnInner> {
+        &self.0
+    }
+}
+
+impl Drop for ConnRef {
+    fn drop(&mut self) {
+        let last = {
+            let mut st = self.0.lock();
+            st.refs -= 1;
+            st.refs == 0
+        };
+        if last {
+            self.0.close(VarInt::from_u32(0), Bytes::new());
+        }
+    }
+}
+
+/// Wakes `wakers` and counts panics on the driver's stats.
+pub(crate) fn wake_counted(driver: &DriverShared, wakers: &mut Vec<Waker>) {
+    let panics = wake_all(wakers);
+    if panics > 0 {
+        // Relaxed: statistics.
+        driver
+            .counters
+            .waker_panics
+            .fetch_add(panics as u64, Ordering::Relaxed);
+    }
+}

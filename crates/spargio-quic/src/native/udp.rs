@@ -1,0 +1,167 @@
+//! The driver's UDP I/O: socket setup and the ring send/receive
+//! operations, behind one small interface so the offload path (GSO/GRO)
+//! is a local change.
+//!
+//! Every operation is spargio's owned-buffer `UdpSocket` op: the buffer
+//! moves into the op and comes back with the completion, so the kernel
+//! never sees freed memory even if the driver drops an op mid-flight.
+
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::rc::Rc;
+
+use bytes::BytesMut;
+use socket2::{Domain, Protocol, Socket, Type};
+use spargio::net::UdpSocket;
+use spargio::RuntimeHandle;
+
+/// A finished receive.
+pub(crate) struct RecvDone {
+    pub(crate) res: io::Result<RecvMeta>,
+    pub(crate) buf: BytesMut,
+}
+
+/// What a receive carried.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RecvMeta {
+    pub(crate) len: usize,
+    pub(crate) addr: SocketAddr,
+    /// GRO: the datagrams are `segment_size` bytes each (the last may be
+    /// shorter).
+    pub(crate) segment_size: Option<usize>,
+    pub(crate) ecn: Option<u8>,
+    pub(crate) dst_ip: Option<IpAddr>,
+}
+
+/// A finished send.
+pub(crate) struct SendDone {
+    pub(crate) res: io::Result<usize>,
+    pub(crate) buf: Vec<u8>,
+}
+
+pub(crate) type RecvOp = Pin<Box<dyn Future<Output = RecvDone>>>;
+pub(crate) type SendOp = Pin<Box<dyn Future<Output = SendDone>>>;
+
+/// Bytes one receive may carry (one datagram without GRO).
+const RECV_SIZE: usize = 2048;
+
+/// Creates the (std) socket: `SO_REUSEPORT` if asked, larger kernel
+/// buffers (best effort) and path-MTU probing (so quinn-proto's MTU
+/// discovery sees real losses instead of fragmentation).
+pub(crate) fn bind_socket(addr: SocketAddr, reuse_port: bool) -> io::Result<std::net::UdpSocket> {
+    let socket = Socket::new(
+        Domain::for_address(addr),
+        Type::DGRAM.cloexec(),
+        Some(Protocol::UDP),
+    )?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    let _ = socket.set_recv_buffer_size(4 << 20);
+    let _ = socket.set_send_buffer_size(4 << 20);
+    set_pmtu_probe(&socket, addr.is_ipv4())?;
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+/// `IP(V6)_MTU_DISCOVER = PROBE`: set DF, never fragment locally, ignore
+/// the kernel's cached path MTU (quinn-proto runs its own discovery).
+fn set_pmtu_probe(socket: &Socket, v4: bool) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (level, name, value) = if v4 {
+        (
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_PROBE,
+        )
+    } else {
+        (
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_PROBE,
+        )
+    };
+    // SAFETY: `socket` is an open fd for the duration of the call; the
+    // option value points to a live `c_int` and its exact size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The driver's socket (owned by the driver task on its shard).
+pub(crate) struct UdpIo {
+    sock: Rc<UdpSocket>,
+}
+
+impl UdpIo {
+    /// Wraps `socket`; must run on the driver's shard so the socket's ring
+    /// operations go to that shard's ring.
+    pub(crate) fn new(handle: &RuntimeHandle, socket: std::net::UdpSocket) -> io::Result<UdpIo> {
+        Ok(UdpIo {
+            sock: Rc::new(UdpSocket::from_std(handle, socket)?),
+        })
+    }
+
+    /// The most datagrams one send may carry (1: no GSO).
+    pub(crate) fn max_segments(&self) -> usize {
+        1
+    }
+
+    /// Whether receives may coalesce datagrams (GRO).
+    pub(crate) fn gro(&self) -> bool {
+        false
+    }
+
+    /// Bytes a receive buffer needs.
+    pub(crate) fn recv_size(&self) -> usize {
+        RECV_SIZE
+    }
+
+    /// Starts a receive into `buf`'s spare capacity (`buf` must be empty
+    /// with at least [`recv_size`](Self::recv_size) capacity).
+    pub(crate) fn recv(&self, buf: BytesMut) -> RecvOp {
+        let sock = self.sock.clone();
+        Box::pin(async move {
+            let (res, buf) = sock.recv_from_buf(buf).await;
+            RecvDone {
+                res: res.map(|(len, addr)| RecvMeta {
+                    len,
+                    addr,
+                    segment_size: None,
+                    ecn: None,
+                    dst_ip: None,
+                }),
+                buf,
+            }
+        })
+    }
+
+    /// Starts a send of `buf` to `dst` (one datagram, or GSO segments of
+    /// `segment_size` when the socket supports it).
+    pub(crate) fn send(
+        &self,
+        buf: Vec<u8>,
+        dst: SocketAddr,
+        _segment_size: Option<usize>,
+        _ecn: Option<u8>,
+    ) -> SendOp {
+        let sock = self.sock.clone();
+        Box::pin(async move {
+            let (res, buf) = sock.send_to_buf(buf, dst).await;
+            SendDone { res, buf }
+        })
+    }
+}

@@ -1,0 +1,194 @@
+//! [`QuicSendStream`] and [`QuicRecvStream`].
+
+use std::io;
+use std::time::Duration;
+
+use bytes::Bytes;
+use quinn_proto::VarInt;
+
+use crate::bridge::{BridgeRecv, BridgeSend};
+use crate::metrics::QuicMetrics;
+use crate::native::streams::{NativeRecv, NativeSend};
+use crate::util::with_timeout;
+
+#[derive(Debug)]
+pub(crate) enum SendKind {
+    Native(NativeSend),
+    Bridge(BridgeSend),
+}
+
+#[derive(Debug)]
+pub(crate) enum RecvKind {
+    Native(NativeRecv),
+    Bridge(BridgeRecv),
+}
+
+/// The sending half of a QUIC stream. Usable from any shard.
+///
+/// Dropping it without [`finish`](Self::finish) or [`reset`](Self::reset)
+/// finishes it (as quinn does): the data written so far is delivered.
+#[derive(Debug)]
+pub struct QuicSendStream {
+    pub(crate) kind: SendKind,
+    pub(crate) metrics: QuicMetrics,
+    pub(crate) op_timeout: Option<Duration>,
+}
+
+impl QuicSendStream {
+    /// The stream id.
+    pub fn id(&self) -> u64 {
+        match &self.kind {
+            SendKind::Native(s) => s.id.into(),
+            SendKind::Bridge(s) => s.id(),
+        }
+    }
+
+    /// Writes some of `data`; returns how much was taken. Waits for
+    /// flow-control credit (that wait is the stream's backpressure).
+    pub async fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = with_timeout(self.op_timeout, &self.metrics, async {
+            match &mut self.kind {
+                SendKind::Native(s) => s.write(data).await,
+                SendKind::Bridge(s) => s.write(data).await,
+            }
+        })
+        .await?;
+        self.count(n);
+        Ok(n)
+    }
+
+    /// Writes all of `data`.
+    pub async fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            let n = self.write(data).await?;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// Writes all of `data`, an owned chunk: the native backend moves it
+    /// into quinn-proto's send buffer without copying (a partial write
+    /// keeps the rest as a slice of the same allocation).
+    pub async fn write_bytes(&mut self, data: Bytes) -> io::Result<()> {
+        let n = data.len();
+        with_timeout(self.op_timeout, &self.metrics, async {
+            match &mut self.kind {
+                SendKind::Native(s) => s.write_bytes(data).await,
+                SendKind::Bridge(s) => s.write_bytes(data).await,
+            }
+        })
+        .await?;
+        self.count(n);
+        Ok(())
+    }
+
+    fn count(&self, n: usize) {
+        self.metrics.add(|m| &m.bytes_written, n as u64);
+        self.metrics.add(
+            |m| match self.kind {
+                SendKind::Native(_) => &m.native_ops_dispatched,
+                SendKind::Bridge(_) => &m.bridge_ops_dispatched,
+            },
+            1,
+        );
+    }
+
+    /// Finishes the stream: the peer reads everything written, then the
+    /// end. `ConnectionReset` if the peer stopped it.
+    pub fn finish(&mut self) -> io::Result<()> {
+        match &mut self.kind {
+            SendKind::Native(s) => s.finish(),
+            SendKind::Bridge(s) => s.finish(),
+        }
+    }
+
+    /// Abandons the stream: the peer's reads fail with `ConnectionReset`
+    /// carrying `code` (see [`stream_error_code`](crate::stream_error_code)).
+    pub fn reset(&mut self, code: u32) -> io::Result<()> {
+        match &mut self.kind {
+            SendKind::Native(s) => s.reset(VarInt::from_u32(code)),
+            SendKind::Bridge(s) => s.reset(code),
+        }
+    }
+
+    /// Waits until the peer stops the stream (`Some(code)`) or, after
+    /// [`finish`](Self::finish), has received all of it (`None`).
+    pub async fn stopped(&mut self) -> io::Result<Option<u64>> {
+        match &mut self.kind {
+            SendKind::Native(s) => s.stopped().await,
+            SendKind::Bridge(s) => s.stopped().await,
+        }
+    }
+}
+
+/// The receiving half of a QUIC stream. Usable from any shard.
+///
+/// Dropping it before the end stops the stream with code 0 (as quinn
+/// does).
+#[derive(Debug)]
+pub struct QuicRecvStream {
+    pub(crate) kind: RecvKind,
+    pub(crate) metrics: QuicMetrics,
+    pub(crate) op_timeout: Option<Duration>,
+}
+
+impl QuicRecvStream {
+    /// The stream id.
+    pub fn id(&self) -> u64 {
+        match &self.kind {
+            RecvKind::Native(s) => s.id.into(),
+            RecvKind::Bridge(s) => s.id(),
+        }
+    }
+
+    /// The next chunk of at most `max_bytes`, in order; `Ok(None)` at the
+    /// end of the stream. A reset by the peer gives `ConnectionReset`
+    /// (its code via [`stream_error_code`](crate::stream_error_code)).
+    ///
+    /// Cancel-safe on the native backend: dropping the future before it
+    /// completes leaves the data in the stream.
+    pub async fn read_chunk(&mut self, max_bytes: usize) -> io::Result<Option<Bytes>> {
+        let chunk = with_timeout(self.op_timeout, &self.metrics, async {
+            match &mut self.kind {
+                RecvKind::Native(s) => s.read_chunk(max_bytes).await,
+                RecvKind::Bridge(s) => s.read_chunk(max_bytes).await,
+            }
+        })
+        .await?;
+        if let Some(c) = &chunk {
+            self.metrics.add(|m| &m.bytes_read, c.len() as u64);
+        }
+        self.metrics.add(
+            |m| match self.kind {
+                RecvKind::Native(_) => &m.native_ops_dispatched,
+                RecvKind::Bridge(_) => &m.bridge_ops_dispatched,
+            },
+            1,
+        );
+        Ok(chunk)
+    }
+
+    /// Reads to the end of the stream; `InvalidData` if it holds more
+    /// than `limit` bytes.
+    pub async fn read_to_end(&mut self, limit: usize) -> io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Some(chunk) = self.read_chunk(usize::MAX).await? {
+            if out.len() + chunk.len() > limit {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("spargio-quic: stream longer than the {limit}-byte limit"),
+                ));
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out)
+    }
+
+    /// Stops receiving: the peer's writes fail with `code`.
+    pub fn stop(&mut self, code: u32) -> io::Result<()> {
+        match &mut self.kind {
+            RecvKind::Native(s) => s.stop(VarInt::from_u32(code)),
+            RecvKind::Bridge(s) => s.stop(code),
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Our client against our server (native backend on both sides).
+
+mod common;
+mod support;
+
+use std::future::Future;
+use std::io;
+use std::pin::pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use spargio::RuntimeHandle;
+use spargio_quic::{stream_error_code, ConnectionError, NativeProtoFaultSpec, QuicEndpointOptions};
+
+use common::{checksum, pattern, TestCerts};
+use support::*;
+
+fn options() -> QuicEndpointOptions {
+    QuicEndpointOptions::default()
+}
+
+#[spargio::test(shards = 2)]
+async fn bi_and_uni_streams_round_trip(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+
+    // The server echoes one bi stream and answers one uni stream with a
+    // uni stream carrying its checksum.
+    let echo = handle
+        .spawn_stealable(async move {
+            let (mut send, mut recv) = s.accept_bi().await?;
+            let data = recv.read_to_end(1 << 20).await?;
+            send.write_all(&data).await?;
+            send.finish()?;
+            let mut uni = s.accept_uni().await?;
+            let data = uni.read_to_end(1 << 20).await?;
+            let mut back = s.open_uni().await?;
+            back.write_all(&checksum(&data).to_le_bytes()).await?;
+            back.finish()?;
+            s.closed().await;
+            io::Result::Ok(())
+        })
+        .unwrap();
+
+    let (mut send, mut recv) = c.open_bi().await.unwrap();
+    let msg = pattern(100_000, 1);
+    send.write_all(&msg).await.unwrap();
+    send.finish().unwrap();
+    let back = hang("bi echo", recv.read_to_end(1 << 20)).await.unwrap();
+    assert_eq!(back, msg);
+
+    let mut uni = c.open_uni().await.unwrap();
+    let msg = pattern(5_000, 2);
+    uni.write_all(&msg).await.unwrap();
+    uni.finish().unwrap();
+    let mut answer = hang("uni answer", c.accept_uni()).await.unwrap();
+    let sum = answer.read_to_end(8).await.unwrap();
+    assert_eq!(sum, checksum(&msg).to_le_bytes());
+
+    c.close(0, b"done");
+    hang("server task", echo).await.unwrap().unwrap();
+}
+
+#[spargio::test(shards = 2)]
+async fn ten_mib_with_checksum(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+
+    let sink = handle
+        .spawn_stealable(async move {
+            let (mut send, mut recv) = s.accept_bi().await.unwrap();
+            let (len, sum) = recv_checksum(&mut recv).await;
+            send.write_all(&sum.to_le_bytes()).await.unwrap();
+            send.finish().unwrap();
+            s.closed().await;
+            len
+        })
+        .unwrap();
+
+    let (mut send, mut recv) = c.open_bi().await.unwrap();
+    let sent = hang("10 MiB upload", send_pattern(&mut send, 10 * MIB, 7)).await;
+    let answer = hang("checksum", recv.read_to_end(8)).await.unwrap();
+    assert_eq!(answer, sent.to_le_bytes());
+    c.close(0, b"");
+    assert_eq!(hang("sink", sink).await.unwrap(), (10 * MIB) as u64);
+}
+
+#[spargio::test(shards = 2)]
+async fn datagrams_round_trip(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+    assert!(c.max_datagram_size().unwrap() >= 1000);
+
+    let echo = handle
+        .spawn_stealable(async move {
+            for _ in 0..3 {
+                let d = s.read_datagram().await.unwrap();
+                s.send_datagram(d).unwrap();
+            }
+            // Keep the connection open until the client is done (a close
+            // discards datagrams still queued).
+            s.closed().await
+        })
+        .unwrap();
+    // Datagrams are unreliable; on loopback without loss each arrives.
+    // Send one at a time and wait for its echo.
+    for i in 0..3u8 {
+        let payload = Bytes::from(vec![i; 500]);
+        c.send_datagram(payload.clone()).unwrap();
+        let back = hang("datagram echo", c.read_datagram()).await.unwrap();
+        assert_eq!(back, payload);
+    }
+    // Oversize datagrams are refused, not truncated.
+    let too_big = Bytes::from(vec![0u8; 70_000]);
+    assert_eq!(
+        c.send_datagram(too_big).unwrap_err().kind(),
+        io::ErrorKind::InvalidInput
+    );
+    c.close(3, b"done");
+    let closed = hang("echo task", echo).await.unwrap();
+    assert!(
+        matches!(closed, ConnectionError::ApplicationClosed(ref a) if a.error_code.into_inner() == 3)
+    );
+}
+
+#[spargio::test(shards = 2)]
+async fn close_code_and_reason_reach_the_peer(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+
+    s.close(42, b"bye now");
+    match hang("client closed()", c.closed()).await {
+        ConnectionError::ApplicationClosed(close) => {
+            assert_eq!(close.error_code.into_inner(), 42);
+            assert_eq!(&close.reason[..], b"bye now");
+        }
+        other => panic!("unexpected close: {other:?}"),
+    }
+    assert_eq!(s.closed().await, ConnectionError::LocallyClosed);
+    // Later operations fail with the matching kinds.
+    let err = c.open_bi().await.unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::ConnectionReset);
+    let err = s.open_bi().await.unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::ConnectionAborted);
+}
+
+#[spargio::test(shards = 2)]
+async fn a_stream_reset_is_seen_by_the_reader(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+
+    let mut send = c.open_uni().await.unwrap();
+    send.write_all(b"partial").await.unwrap();
+    let mut recv = hang("accept_uni", s.accept_uni()).await.unwrap();
+    send.reset(7).unwrap();
+    let err = hang("read after reset", async {
+        loop {
+            match recv.read_chunk(1024).await {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("stream ended with FIN instead of a reset"),
+                Err(e) => break e,
+            }
+        }
+    })
+    .await;
+    assert_eq!(err.kind(), io::ErrorKind::ConnectionReset);
+    assert_eq!(stream_error_code(&err), Some(7));
+}
+
+#[spargio::test(shards = 2)]
+async fn idle_timeout_gives_timed_out(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let idle = Some(Duration::from_millis(300));
+    let server = server(&handle, &certs, idle, options());
+    let client = client(&handle, &certs, idle, options());
+    let (c, _s) = pair(&client, &server).await;
+    // The server goes silent: everything to and from it is dropped.
+    let blackhole = NativeProtoFaultSpec {
+        drop_inbound: 1.0,
+        drop_egress: 1.0,
+        ..NativeProtoFaultSpec::none()
+    };
+    for d in server.drivers() {
+        d.set_fault_spec(blackhole).unwrap();
+    }
+    let (mut send, mut recv) = c.open_bi().await.unwrap();
+    send.write_all(b"anyone there?").await.unwrap();
+    assert_eq!(
+        hang("closed()", c.closed()).await,
+        ConnectionError::TimedOut
+    );
+    let err = recv.read_chunk(16).await.unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+}
+
+#[spargio::test(shards = 2)]
+async fn waiting_past_max_inflight_ops_is_would_block(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options().with_max_inflight_ops(2));
+    let client = client(&handle, &certs, None, options());
+    let (_c, s) = pair(&client, &server).await;
+
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut a = pin!(s.accept_bi());
+    let mut b = pin!(s.read_datagram());
+    let mut extra = pin!(s.accept_uni());
+    assert!(a.as_mut().poll(&mut cx).is_pending());
+    assert!(b.as_mut().poll(&mut cx).is_pending());
+    match extra.as_mut().poll(&mut cx) {
+        Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::WouldBlock),
+        other => panic!(
+            "expected WouldBlock, got {:?}",
+            other.map(|r| r.map(|_| ()))
+        ),
+    }
+    // Polling an already-registered operation again does not count twice.
+    assert!(a.as_mut().poll(&mut cx).is_pending());
+    assert!(server.metrics().snapshot().backpressure_hits >= 1);
+    let refused: u64 = server
+        .drivers()
+        .iter()
+        .map(|d| d.stats().backpressure)
+        .sum();
+    assert!(refused >= 1);
+}
+
+#[spargio::test(shards = 2)]
+async fn a_dropped_read_loses_no_data(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+
+    let (mut send, mut recv) = c.open_bi().await.unwrap();
+    send.write_all(b"hello").await.unwrap();
+    let (mut s_send, mut s_recv) = hang("accept_bi", s.accept_bi()).await.unwrap();
+    assert_eq!(
+        &hang("first", s_recv.read_chunk(5)).await.unwrap().unwrap()[..],
+        b"hello"
+    );
+
+    // A read that is waiting when it is dropped takes nothing with it.
+    {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut read = pin!(recv.read_chunk(1024));
+        assert!(read.as_mut().poll(&mut cx).is_pending());
+    }
+    let msg = pattern(300_000, 9);
+    s_send.write_all(&msg).await.unwrap();
+    s_send.finish().unwrap();
+    let got = hang("read after drop", recv.read_to_end(1 << 20))
+        .await
+        .unwrap();
+    assert_eq!(checksum(&got), checksum(&msg));
+}
+
+#[spargio::test(shards = 2)]
+async fn a_dropped_accept_leaves_the_connection_queued(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut accept = pin!(server.accept());
+        assert!(accept.as_mut().poll(&mut cx).is_pending());
+    }
+    let c = hang(
+        "connect",
+        client.connect(server.local_addr().unwrap(), common::SERVER_NAME),
+    )
+    .await
+    .unwrap();
+    let s = hang("accept", server.accept()).await.unwrap();
+    assert_eq!(s.remote_address(), client.local_addr().unwrap());
+    c.send_datagram(Bytes::from_static(b"x")).unwrap();
+    assert_eq!(
+        &hang("datagram", s.read_datagram()).await.unwrap()[..],
+        b"x"
+    );
+}
+
+#[spargio::test(shards = 2)]
+async fn peer_certificate_chain_is_reported(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+    let chain = c.peer_cert_chain_der().unwrap();
+    assert_eq!(chain[0], certs.cert_chain_der()[0].as_ref());
+    // No client auth: the server has no chain for the client.
+    assert_eq!(
+        s.peer_cert_chain_der().unwrap_err().kind(),
+        io::ErrorKind::NotConnected
+    );
+    let local = c.to_local();
+    assert_eq!(local.stable_id(), c.stable_id());
+    assert_eq!(local.to_send_handle().stable_id(), c.stable_id());
+}
