@@ -59,9 +59,7 @@ impl BridgeEndpoint {
                 .connect_with(config, addr, server_name)
                 .map_err(from_connect_error)?
         };
-        let conn = spawn(connecting)
-            .await?
-            .map_err(from_connection_error)?;
+        let conn = spawn(connecting).await?.map_err(from_connection_error)?;
         Ok(BridgeConn::new(conn))
     }
 
