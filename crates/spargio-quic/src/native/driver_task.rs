@@ -305,7 +305,13 @@ impl DriverTask {
                 self.send_pool.push(response);
                 self.on_incoming(incoming, now);
             }
-            Some(DatagramEvent::Response(t)) => self.send_transmit(response, t, false),
+            Some(DatagramEvent::Response(t)) => {
+                self.shared
+                    .counters
+                    .stateless_responses
+                    .fetch_add(1, Ordering::Relaxed);
+                self.send_transmit(response, t, false)
+            }
             None => {
                 self.send_pool.push(response);
                 self.shared

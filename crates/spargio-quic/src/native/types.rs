@@ -161,6 +161,9 @@ counters! {
     /// event: undecodable headers, unknown versions to a client, packets
     /// for no connection too short for a stateless reset.
     datagrams_malformed,
+    /// Stateless responses the endpoint sent to unroutable datagrams
+    /// (version negotiation, stateless reset, refusals).
+    stateless_responses,
     /// Failed UDP sends (the datagram is lost; QUIC recovers).
     send_errors,
     /// Failed UDP receives.
