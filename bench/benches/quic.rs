@@ -26,6 +26,17 @@
 //!   endpoints and connections reused across iterations, `Bytes` chunks
 //!   written with `write_chunk` and read with `read_chunk` (no copies),
 //!   quinn's default transport config.
+//! - `spargio_native`: `spargio-quic` with default options (native
+//!   quinn-proto driver; the server gets one driver per shard on
+//!   `SO_REUSEPORT` sockets, the client one driver) on a 2-shard runtime;
+//!   `write_bytes` of the same `Bytes`, `read_chunk`; tasks stealable.
+//! - `spargio_bridge`: the same code with `QuicBackend::Bridge`: quinn on
+//!   spargio-quic's shared tokio runtime (2 workers of its own, beside the
+//!   2 shards the bench code runs on).
+//!
+//! Every side uses the same quinn `ServerConfig`/`ClientConfig` (so the
+//! same transport parameters and flow-control windows: quinn's defaults)
+//! and one client endpoint and one server endpoint per group.
 
 #[path = "common/cpu.rs"]
 mod cpu;
@@ -38,7 +49,12 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::rustls;
-use quinn::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use quinn::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use spargio::{Runtime, RuntimeHandle};
+use spargio_quic::{
+    ConnectionError, QuicBackend, QuicConnection, QuicEndpoint, QuicEndpointOptions,
+    QuicRecvStream, QuicSendStream,
+};
 
 const BULK_1CONN: usize = 16 << 20;
 const BULK_CONNS: usize = 16;
@@ -69,10 +85,6 @@ fn payload(len: usize) -> Bytes {
 /// client-side resumption.
 #[derive(Clone)]
 struct Tls {
-    #[allow(dead_code)] // for the spargio sides
-    cert: CertificateDer<'static>,
-    #[allow(dead_code)] // for the spargio sides
-    key: Vec<u8>,
     server: Arc<rustls::ServerConfig>,
     client: Arc<rustls::ClientConfig>,
 }
@@ -89,12 +101,12 @@ impl Tls {
             .with_no_client_auth()
             .with_single_cert(
                 vec![der.clone()],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.clone())),
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
             )
             .unwrap();
         server.alpn_protocols = vec![ALPN.to_vec()];
         let mut roots = rustls::RootCertStore::empty();
-        roots.add(der.clone()).unwrap();
+        roots.add(der).unwrap();
         let mut client = rustls::ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])
             .unwrap()
@@ -103,8 +115,6 @@ impl Tls {
         client.alpn_protocols = vec![ALPN.to_vec()];
         client.resumption = rustls::client::Resumption::disabled();
         Tls {
-            cert: der,
-            key,
             server: Arc::new(server),
             client: Arc::new(client),
         }
@@ -289,6 +299,180 @@ async fn quinn_serve(incoming: quinn::Incoming, serve: Serve) {
     }
 }
 
+// ===== spargio-quic (native or bridge) =====
+
+struct SpargioSide {
+    _rt: Runtime,
+    handle: RuntimeHandle,
+    client: QuicEndpoint,
+    addr: SocketAddr,
+    _server: QuicEndpoint,
+}
+
+type SpargioStream = (QuicSendStream, QuicRecvStream);
+
+impl SpargioSide {
+    fn new(tls: &Tls, serve: Serve, backend: QuicBackend) -> SpargioSide {
+        let rt = Runtime::builder()
+            .shards(2)
+            .build()
+            .expect("spargio runtime");
+        let handle = rt.handle();
+        let options = QuicEndpointOptions::default().with_backend(backend);
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let server =
+            QuicEndpoint::server_with_options(&handle, any, tls.quinn_server(), options.clone())
+                .unwrap();
+        let client = QuicEndpoint::client_with_options(&handle, any, options).unwrap();
+        client.set_default_client_config(tls.quinn_client());
+        let addr = server.local_addr().unwrap();
+        let (ep, h) = (server.clone(), handle.clone());
+        handle
+            .spawn_stealable(async move {
+                while let Ok(conn) = ep.accept().await {
+                    h.spawn_stealable(spargio_serve(h.clone(), conn, serve))
+                        .unwrap();
+                }
+            })
+            .unwrap();
+        SpargioSide {
+            _rt: rt,
+            handle,
+            client,
+            addr,
+            _server: server,
+        }
+    }
+
+    fn block_on<T: Send + 'static>(
+        &self,
+        fut: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> T {
+        spargio::block_on(self.handle.spawn_stealable(fut).unwrap()).unwrap()
+    }
+
+    fn connect(&self) -> QuicConnection {
+        let (ep, addr) = (self.client.clone(), self.addr);
+        self.block_on(async move { ep.connect(addr, "localhost").await.unwrap() })
+    }
+
+    fn bulk(&self, conns: &[QuicConnection], data: &Bytes) -> usize {
+        let want = byte_sum(data);
+        let tasks: Vec<_> = conns
+            .iter()
+            .map(|conn| {
+                let (conn, data) = (conn.clone(), data.clone());
+                self.handle
+                    .spawn_stealable(async move {
+                        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+                        let len = data.len();
+                        send.write_bytes(data).await.unwrap();
+                        send.finish().unwrap();
+                        let answer = read_exact(&mut recv, 8).await;
+                        assert_eq!(u64::from_le_bytes(answer.try_into().unwrap()), want);
+                        len
+                    })
+                    .unwrap()
+            })
+            .collect();
+        spargio::block_on(async move {
+            let mut total = 0;
+            for t in tasks {
+                total += t.await.unwrap();
+            }
+            total
+        })
+    }
+
+    fn handshakes(&self) -> usize {
+        let (ep, addr, h) = (self.client.clone(), self.addr, self.handle.clone());
+        self.block_on(async move {
+            let mut done = 0;
+            for _ in 0..HANDSHAKES / HANDSHAKE_BATCH {
+                let batch: Vec<_> = (0..HANDSHAKE_BATCH)
+                    .map(|_| {
+                        let ep = ep.clone();
+                        h.spawn_stealable(async move {
+                            let conn = ep.connect(addr, "localhost").await.unwrap();
+                            matches!(conn.closed().await, ConnectionError::ApplicationClosed(_))
+                        })
+                        .unwrap()
+                    })
+                    .collect();
+                for t in batch {
+                    done += usize::from(t.await.unwrap());
+                }
+            }
+            done
+        })
+    }
+
+    fn rtt_stream(&self, conn: &QuicConnection) -> SpargioStream {
+        let conn = conn.clone();
+        self.block_on(async move { conn.open_bi().await.unwrap() })
+    }
+
+    fn rtt(&self, stream: &mut Option<SpargioStream>) -> usize {
+        let (mut send, mut recv) = stream.take().unwrap();
+        let (rounds, pair) = self.block_on(async move {
+            let msg = Bytes::from_static(&[7u8; RTT_MSG]);
+            for _ in 0..RTT_ROUNDS {
+                send.write_bytes(msg.clone()).await.unwrap();
+                let back = read_exact(&mut recv, RTT_MSG).await;
+                assert_eq!(back.len(), RTT_MSG);
+            }
+            (RTT_ROUNDS, (send, recv))
+        });
+        *stream = Some(pair);
+        rounds
+    }
+}
+
+/// Reads exactly `n` bytes (chunks are not message boundaries).
+async fn read_exact(recv: &mut QuicRecvStream, n: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let chunk = recv
+            .read_chunk(n - out.len())
+            .await
+            .unwrap()
+            .expect("early end");
+        out.extend_from_slice(&chunk);
+    }
+    out
+}
+
+async fn spargio_serve(h: RuntimeHandle, conn: QuicConnection, serve: Serve) {
+    if serve == Serve::Close {
+        conn.close(0, b"");
+        return;
+    }
+    while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+        h.spawn_stealable(async move {
+            let mut sum = 0u64;
+            while let Ok(Some(chunk)) = recv.read_chunk(usize::MAX).await {
+                if serve == Serve::Echo {
+                    if send.write_bytes(chunk).await.is_err() {
+                        return;
+                    }
+                } else {
+                    sum += byte_sum(&chunk);
+                }
+            }
+            if serve == Serve::Sum {
+                let _ = send.write_all(&sum.to_le_bytes()).await;
+            }
+            let _ = send.finish();
+        })
+        .unwrap();
+    }
+}
+
+const SPARGIO: [(&str, QuicBackend); 2] = [
+    ("spargio_native", QuicBackend::Native),
+    ("spargio_bridge", QuicBackend::Bridge),
+];
+
 // ===== groups =====
 
 fn bulk_1conn(c: &mut Criterion) {
@@ -301,6 +485,11 @@ fn bulk_1conn(c: &mut Criterion) {
         let side = QuinnSide::new(&tls, Serve::Sum);
         let conns = vec![side.connect()];
         group.bench("quinn_tokio", || black_box(side.bulk(&conns, &data)));
+    }
+    for (name, backend) in SPARGIO {
+        let side = SpargioSide::new(&tls, Serve::Sum, backend);
+        let conns = vec![side.connect()];
+        group.bench(name, || black_box(side.bulk(&conns, &data)));
     }
     group.finish();
 }
@@ -316,6 +505,11 @@ fn bulk_16conn(c: &mut Criterion) {
         let conns: Vec<_> = (0..BULK_CONNS).map(|_| side.connect()).collect();
         group.bench("quinn_tokio", || black_box(side.bulk(&conns, &data)));
     }
+    for (name, backend) in SPARGIO {
+        let side = SpargioSide::new(&tls, Serve::Sum, backend);
+        let conns: Vec<_> = (0..BULK_CONNS).map(|_| side.connect()).collect();
+        group.bench(name, || black_box(side.bulk(&conns, &data)));
+    }
     group.finish();
 }
 
@@ -327,6 +521,14 @@ fn handshakes(c: &mut Criterion) {
     {
         let side = QuinnSide::new(&tls, Serve::Close);
         group.bench("quinn_tokio", || {
+            let done = side.handshakes();
+            assert_eq!(done, HANDSHAKES);
+            black_box(done)
+        });
+    }
+    for (name, backend) in SPARGIO {
+        let side = SpargioSide::new(&tls, Serve::Close, backend);
+        group.bench(name, || {
             let done = side.handshakes();
             assert_eq!(done, HANDSHAKES);
             black_box(done)
@@ -345,6 +547,12 @@ fn rtt(c: &mut Criterion) {
         let conn = side.connect();
         let mut stream = Some(side.rtt_stream(&conn));
         group.bench("quinn_tokio", || black_box(side.rtt(&mut stream)));
+    }
+    for (name, backend) in SPARGIO {
+        let side = SpargioSide::new(&tls, Serve::Echo, backend);
+        let conn = side.connect();
+        let mut stream = Some(side.rtt_stream(&conn));
+        group.bench(name, || black_box(side.rtt(&mut stream)));
     }
     group.finish();
 }
