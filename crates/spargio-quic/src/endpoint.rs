@@ -152,6 +152,7 @@ impl QuicEndpoint {
                     o.reuse_port = server.is_some() && n > 1;
                     o.max_inflight_ops = options.max_inflight_ops;
                     o.accept_backlog = options.accept_backlog;
+                    o.segmentation_offload = options.segmentation_offload;
                     let started = NativeProtoDriver::start_with(handle, o, accept.clone());
                     let driver = match started {
                         Ok(d) => d,

@@ -58,6 +58,10 @@ pub struct QuicEndpointOptions {
     /// Established (or handshaking) connections a server keeps for
     /// `accept` before refusing new ones (default 1024).
     pub accept_backlog: usize,
+    /// Use UDP segmentation offload where the kernel has it: GSO (one
+    /// send carries a burst of datagrams of one connection) and GRO (one
+    /// receive may carry several). Default on.
+    pub segmentation_offload: bool,
 }
 
 impl Default for QuicEndpointOptions {
@@ -70,6 +74,7 @@ impl Default for QuicEndpointOptions {
             backend: QuicBackend::Native,
             shards: None,
             accept_backlog: 1024,
+            segmentation_offload: true,
         }
     }
 }
@@ -103,6 +108,11 @@ impl QuicEndpointOptions {
     /// Sets [`shards`](Self::shards) (at least 1).
     pub fn with_shards(mut self, n: usize) -> Self {
         self.shards = Some(n.max(1));
+        self
+    }
+    /// Sets [`segmentation_offload`](Self::segmentation_offload).
+    pub fn with_segmentation_offload(mut self, on: bool) -> Self {
+        self.segmentation_offload = on;
         self
     }
     /// Sets [`accept_backlog`](Self::accept_backlog) (at least 1).

@@ -88,6 +88,19 @@ async fn ten_mib_with_checksum(handle: RuntimeHandle) {
     assert_eq!(answer, sent.to_le_bytes());
     c.close(0, b"");
     assert_eq!(hang("sink", sink).await.unwrap(), (10 * MIB) as u64);
+
+    // Where the kernel has GSO, bulk data leaves in segmented sends.
+    let driver = &client.drivers()[0];
+    let stats = driver.stats();
+    if driver.probe().max_gso_segments > 1 {
+        assert!(
+            stats.send_ops * 4 < stats.datagrams_sent,
+            "GSO available but unused: {stats:?}"
+        );
+    } else {
+        eprintln!("no UDP GSO on this kernel: segmented sends not checked");
+    }
+    assert_eq!(stats.send_errors, 0);
 }
 
 #[spargio::test(shards = 2)]

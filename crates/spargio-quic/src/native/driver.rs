@@ -75,7 +75,7 @@ impl NativeProtoDriver {
         let spawned = handle.spawn_local_on(options.owner_shard, move |_ctx| async move {
             // Created here, on the owner shard, so the socket's ring
             // operations use this shard's ring.
-            match UdpIo::new(&task_handle, socket) {
+            match UdpIo::new(&task_handle, socket, options.segmentation_offload) {
                 Ok(udp) => {
                     DriverTask::new(
                         task_shared,

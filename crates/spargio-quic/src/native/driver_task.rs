@@ -31,7 +31,11 @@ const MAX_ROUNDS: usize = 32;
 /// Receive arena: receives are carved out of it, so a fresh allocation
 /// is needed only once per arena (quinn-proto keeps slices of received
 /// packets until the application reads the stream data in them).
-const RECV_ARENA: usize = 256 * 1024;
+const RECV_ARENA: usize = 1024 * 1024;
+
+/// The most bytes one GSO send may carry (an IPv4 UDP payload is at most
+/// 65,507 bytes; `EMSGSIZE` past it).
+const MAX_GSO_BYTES: usize = 65_000;
 
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -486,6 +490,9 @@ impl DriverTask {
         let deadline;
         {
             let mut st = inner.lock();
+            // A GSO send's datagrams must fit one UDP payload (64 KiB).
+            let max_segments =
+                max_segments.min((MAX_GSO_BYTES / st.conn.current_mtu() as usize).max(1));
             for _ in 0..2 {
                 while let Some(ev) = st.conn.poll_endpoint_events() {
                     drained |= ev.is_drained();

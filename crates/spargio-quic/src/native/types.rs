@@ -35,6 +35,8 @@ pub struct NativeProtoDriverOptions {
     /// Bound on accepted connections not yet taken by `accept()`
     /// (including those still handshaking); more are refused.
     pub accept_backlog: usize,
+    /// Use GSO/GRO where the kernel has them.
+    pub segmentation_offload: bool,
 }
 
 impl NativeProtoDriverOptions {
@@ -49,6 +51,7 @@ impl NativeProtoDriverOptions {
             max_pending_transmits: 16,
             receives_in_flight: 4,
             accept_backlog: 1024,
+            segmentation_offload: true,
         }
     }
 

@@ -1,6 +1,8 @@
 //! The driver's UDP I/O: socket setup and the ring send/receive
-//! operations, behind one small interface so the offload path (GSO/GRO)
-//! is a local change.
+//! operations (`SENDMSG`/`RECVMSG` through spargio's `send_msg_owned` /
+//! `recv_msg_owned`), with GSO (one send carries a connection's burst of
+//! same-size datagrams) and GRO (one receive may carry several datagrams,
+//! split by the driver) where the kernel has them.
 //!
 //! Every operation is spargio's owned-buffer `UdpSocket` op: the buffer
 //! moves into the op and comes back with the completion, so the kernel
@@ -44,8 +46,12 @@ pub(crate) struct SendDone {
 pub(crate) type RecvOp = Pin<Box<dyn Future<Output = RecvDone>>>;
 pub(crate) type SendOp = Pin<Box<dyn Future<Output = SendDone>>>;
 
-/// Bytes one receive may carry (one datagram without GRO).
+/// Bytes one receive may carry without GRO (one datagram; quinn-proto's
+/// largest UDP payload by default is 1472).
 const RECV_SIZE: usize = 2048;
+/// Bytes one receive may carry with GRO (the kernel coalesces up to 64
+/// KiB).
+const GRO_RECV_SIZE: usize = 64 * 1024;
 
 /// Creates the (std) socket: `SO_REUSEPORT` if asked, larger kernel
 /// buffers (best effort) and path-MTU probing (so quinn-proto's MTU
@@ -104,30 +110,51 @@ fn set_pmtu_probe(socket: &Socket, v4: bool) -> io::Result<()> {
 /// The driver's socket (owned by the driver task on its shard).
 pub(crate) struct UdpIo {
     sock: Rc<UdpSocket>,
+    /// Segmentation offload requested (and GRO/ECN/pktinfo enabled).
+    offload: bool,
+    gro: bool,
 }
 
 impl UdpIo {
     /// Wraps `socket`; must run on the driver's shard so the socket's ring
-    /// operations go to that shard's ring.
-    pub(crate) fn new(handle: &RuntimeHandle, socket: std::net::UdpSocket) -> io::Result<UdpIo> {
+    /// operations go to that shard's ring. With `offload`, turns on GRO,
+    /// ECN and destination-address reporting where the kernel has them.
+    pub(crate) fn new(
+        handle: &RuntimeHandle,
+        socket: std::net::UdpSocket,
+        offload: bool,
+    ) -> io::Result<UdpIo> {
+        let sock = UdpSocket::from_std(handle, socket)?;
+        let gro = offload && sock.enable_offload()?.gro;
         Ok(UdpIo {
-            sock: Rc::new(UdpSocket::from_std(handle, socket)?),
+            sock: Rc::new(sock),
+            offload,
+            gro,
         })
     }
 
-    /// The most datagrams one send may carry (1: no GSO).
+    /// The most datagrams one send may carry now (1: no GSO; spargio
+    /// turns GSO off for good if the device fails a segmented send).
     pub(crate) fn max_segments(&self) -> usize {
-        1
+        if self.offload {
+            self.sock.offload().max_gso_segments.max(1)
+        } else {
+            1
+        }
     }
 
     /// Whether receives may coalesce datagrams (GRO).
     pub(crate) fn gro(&self) -> bool {
-        false
+        self.gro
     }
 
     /// Bytes a receive buffer needs.
     pub(crate) fn recv_size(&self) -> usize {
-        RECV_SIZE
+        if self.gro {
+            GRO_RECV_SIZE
+        } else {
+            RECV_SIZE
+        }
     }
 
     /// Starts a receive into `buf`'s spare capacity (`buf` must be empty
@@ -135,14 +162,14 @@ impl UdpIo {
     pub(crate) fn recv(&self, buf: BytesMut) -> RecvOp {
         let sock = self.sock.clone();
         Box::pin(async move {
-            let (res, buf) = sock.recv_from_buf(buf).await;
+            let (res, buf) = sock.recv_msg_owned(buf).await;
             RecvDone {
-                res: res.map(|(len, addr)| RecvMeta {
-                    len,
-                    addr,
-                    segment_size: None,
-                    ecn: None,
-                    dst_ip: None,
+                res: res.map(|m| RecvMeta {
+                    len: m.len,
+                    addr: m.addr,
+                    segment_size: m.segment_size,
+                    ecn: m.ecn,
+                    dst_ip: m.dst_ip,
                 }),
                 buf,
             }
@@ -155,12 +182,14 @@ impl UdpIo {
         &self,
         buf: Vec<u8>,
         dst: SocketAddr,
-        _segment_size: Option<usize>,
-        _ecn: Option<u8>,
+        segment_size: Option<usize>,
+        ecn: Option<u8>,
     ) -> SendOp {
         let sock = self.sock.clone();
+        // A "batch" of one datagram needs no UDP_SEGMENT control message.
+        let segment_size = segment_size.filter(|&s| s < buf.len());
         Box::pin(async move {
-            let (res, buf) = sock.send_to_buf(buf, dst).await;
+            let (res, buf) = sock.send_msg_owned(buf, dst, segment_size, ecn).await;
             SendDone { res, buf }
         })
     }
