@@ -473,6 +473,30 @@ const SPARGIO: [(&str, QuicBackend); 2] = [
     ("spargio_bridge", QuicBackend::Bridge),
 ];
 
+/// With `QUIC_BENCH_STATS=1`, prints the client connection's loss and
+/// congestion counters after a group (why a variant is slow: loss and
+/// recovery, or the stack itself).
+fn report_stats(group: &str, variant: &str, stats: quinn::ConnectionStats) {
+    if std::env::var_os("QUIC_BENCH_STATS").is_none() {
+        return;
+    }
+    let p = &stats.path;
+    eprintln!(
+        "{group}/{variant}: sent {} packets, lost {} ({} bytes), {} congestion events, \
+         cwnd {}, rtt {:?}; udp tx {} datagrams in {} ios, rx {} datagrams in {} ios",
+        p.sent_packets,
+        p.lost_packets,
+        p.lost_bytes,
+        p.congestion_events,
+        p.cwnd,
+        p.rtt,
+        stats.udp_tx.datagrams,
+        stats.udp_tx.ios,
+        stats.udp_rx.datagrams,
+        stats.udp_rx.ios,
+    );
+}
+
 // ===== groups =====
 
 fn bulk_1conn(c: &mut Criterion) {
@@ -485,11 +509,13 @@ fn bulk_1conn(c: &mut Criterion) {
         let side = QuinnSide::new(&tls, Serve::Sum);
         let conns = vec![side.connect()];
         group.bench("quinn_tokio", || black_box(side.bulk(&conns, &data)));
+        report_stats("quic_bulk_1conn", "quinn_tokio", conns[0].stats());
     }
     for (name, backend) in SPARGIO {
         let side = SpargioSide::new(&tls, Serve::Sum, backend);
         let conns = vec![side.connect()];
         group.bench(name, || black_box(side.bulk(&conns, &data)));
+        report_stats("quic_bulk_1conn", name, conns[0].stats());
     }
     group.finish();
 }
@@ -504,11 +530,13 @@ fn bulk_16conn(c: &mut Criterion) {
         let side = QuinnSide::new(&tls, Serve::Sum);
         let conns: Vec<_> = (0..BULK_CONNS).map(|_| side.connect()).collect();
         group.bench("quinn_tokio", || black_box(side.bulk(&conns, &data)));
+        report_stats("quic_bulk_16conn", "quinn_tokio", conns[0].stats());
     }
     for (name, backend) in SPARGIO {
         let side = SpargioSide::new(&tls, Serve::Sum, backend);
         let conns: Vec<_> = (0..BULK_CONNS).map(|_| side.connect()).collect();
         group.bench(name, || black_box(side.bulk(&conns, &data)));
+        report_stats("quic_bulk_16conn", name, conns[0].stats());
     }
     group.finish();
 }
@@ -547,12 +575,14 @@ fn rtt(c: &mut Criterion) {
         let conn = side.connect();
         let mut stream = Some(side.rtt_stream(&conn));
         group.bench("quinn_tokio", || black_box(side.rtt(&mut stream)));
+        report_stats("quic_rtt", "quinn_tokio", conn.stats());
     }
     for (name, backend) in SPARGIO {
         let side = SpargioSide::new(&tls, Serve::Echo, backend);
         let conn = side.connect();
         let mut stream = Some(side.rtt_stream(&conn));
         group.bench(name, || black_box(side.rtt(&mut stream)));
+        report_stats("quic_rtt", name, conn.stats());
     }
     group.finish();
 }
