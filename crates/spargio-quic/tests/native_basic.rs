@@ -320,3 +320,22 @@ async fn peer_certificate_chain_is_reported(handle: RuntimeHandle) {
     assert_eq!(local.stable_id(), c.stable_id());
     assert_eq!(local.to_send_handle().stable_id(), c.stable_id());
 }
+
+#[spargio::test(shards = 2)]
+async fn the_native_path_never_touches_the_bridge_runtime(handle: RuntimeHandle) {
+    // Nothing in this test binary uses the bridge backend.
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+    let (mut send, _recv) = c.open_bi().await.unwrap();
+    send.write_all(b"native only").await.unwrap();
+    send.finish().unwrap();
+    let (_s_send, mut s_recv) = s.accept_bi().await.unwrap();
+    assert_eq!(s_recv.read_to_end(64).await.unwrap(), b"native only");
+    assert_eq!(spargio_quic::bridge_runtime_spawn_count(), 0);
+    assert_eq!(spargio_quic::bridge_runtime_context_enter_count(), 0);
+    let m = client.metrics().snapshot();
+    assert!(m.native_ops_dispatched > 0);
+    assert_eq!(m.bridge_ops_dispatched, 0);
+}
