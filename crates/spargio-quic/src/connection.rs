@@ -257,6 +257,17 @@ impl QuicConnection {
         }
     }
 
+    /// The application protocol (ALPN) the handshake settled on.
+    pub fn alpn(&self) -> Option<Vec<u8>> {
+        let data = match &self.kind {
+            ConnKind::Native(c) => c.lock().conn.crypto_session().handshake_data(),
+            ConnKind::Bridge(c) => c.quinn().handshake_data(),
+        }?;
+        data.downcast::<quinn_proto::crypto::rustls::HandshakeData>()
+            .ok()?
+            .protocol
+    }
+
     /// The peer's certificate chain (DER, leaf first). `NotConnected` when
     /// the peer presented none (a client without client auth).
     pub fn peer_cert_chain_der(&self) -> io::Result<Vec<Vec<u8>>> {
