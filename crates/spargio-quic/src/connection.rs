@@ -4,17 +4,16 @@ use std::io;
 use std::net::SocketAddr;
 use std::ops::Deref;
 use std::rc::Rc;
-use std::time::Duration;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use quinn_proto::{ConnectionError, ConnectionStats, Dir, VarInt};
 
 use crate::bridge::BridgeConn;
-use crate::metrics::QuicMetrics;
 use crate::native::conn::ConnRef;
 use crate::native::streams::{NativeRecv, NativeSend};
 use crate::stream::{QuicRecvStream, QuicSendStream, RecvKind, SendKind};
-use crate::util::with_timeout;
+use crate::util::{with_timeout, OpCtx};
 
 #[derive(Clone, Debug)]
 pub(crate) enum ConnKind {
@@ -30,25 +29,16 @@ pub(crate) enum ConnKind {
 #[derive(Clone, Debug)]
 pub struct QuicConnection {
     pub(crate) kind: ConnKind,
-    pub(crate) metrics: QuicMetrics,
-    pub(crate) op_timeout: Option<Duration>,
+    pub(crate) ctx: Arc<OpCtx>,
 }
 
 impl QuicConnection {
-    pub(crate) fn new(
-        kind: ConnKind,
-        metrics: QuicMetrics,
-        op_timeout: Option<Duration>,
-    ) -> QuicConnection {
-        QuicConnection {
-            kind,
-            metrics,
-            op_timeout,
-        }
+    pub(crate) fn new(kind: ConnKind, ctx: Arc<OpCtx>) -> QuicConnection {
+        QuicConnection { kind, ctx }
     }
 
     fn dispatched(&self) {
-        self.metrics.add(
+        self.ctx.metrics.add(
             |m| match self.kind {
                 ConnKind::Native(_) => &m.native_ops_dispatched,
                 ConnKind::Bridge(_) => &m.bridge_ops_dispatched,
@@ -60,16 +50,14 @@ impl QuicConnection {
     fn send_stream(&self, kind: SendKind) -> QuicSendStream {
         QuicSendStream {
             kind,
-            metrics: self.metrics.clone(),
-            op_timeout: self.op_timeout,
+            ctx: self.ctx.clone(),
         }
     }
 
     fn recv_stream(&self, kind: RecvKind) -> QuicRecvStream {
         QuicRecvStream {
             kind,
-            metrics: self.metrics.clone(),
-            op_timeout: self.op_timeout,
+            ctx: self.ctx.clone(),
         }
     }
 
@@ -77,7 +65,7 @@ impl QuicConnection {
     /// The peer sees it once something is written on it.
     pub async fn open_bi(&self) -> io::Result<(QuicSendStream, QuicRecvStream)> {
         self.dispatched();
-        let pair = with_timeout(self.op_timeout, &self.metrics, async {
+        let pair = with_timeout(&self.ctx, async {
             match &self.kind {
                 ConnKind::Native(c) => {
                     let id = c.open(Dir::Bi).await?;
@@ -94,14 +82,14 @@ impl QuicConnection {
             }
         })
         .await?;
-        self.metrics.add(|m| &m.streams_opened, 1);
+        self.ctx.metrics.add(|m| &m.streams_opened, 1);
         Ok((self.send_stream(pair.0), self.recv_stream(pair.1)))
     }
 
     /// Opens a unidirectional stream.
     pub async fn open_uni(&self) -> io::Result<QuicSendStream> {
         self.dispatched();
-        let kind = with_timeout(self.op_timeout, &self.metrics, async {
+        let kind = with_timeout(&self.ctx, async {
             match &self.kind {
                 ConnKind::Native(c) => {
                     let id = c.open(Dir::Uni).await?;
@@ -112,7 +100,7 @@ impl QuicConnection {
             }
         })
         .await?;
-        self.metrics.add(|m| &m.streams_opened, 1);
+        self.ctx.metrics.add(|m| &m.streams_opened, 1);
         Ok(self.send_stream(kind))
     }
 
@@ -121,7 +109,7 @@ impl QuicConnection {
     /// stream for the next call.
     pub async fn accept_bi(&self) -> io::Result<(QuicSendStream, QuicRecvStream)> {
         self.dispatched();
-        let pair = with_timeout(self.op_timeout, &self.metrics, async {
+        let pair = with_timeout(&self.ctx, async {
             match &self.kind {
                 ConnKind::Native(c) => {
                     let id = c.accept(Dir::Bi).await?;
@@ -137,14 +125,14 @@ impl QuicConnection {
             }
         })
         .await?;
-        self.metrics.add(|m| &m.streams_accepted, 1);
+        self.ctx.metrics.add(|m| &m.streams_accepted, 1);
         Ok((self.send_stream(pair.0), self.recv_stream(pair.1)))
     }
 
     /// Accepts the next unidirectional stream the peer opened.
     pub async fn accept_uni(&self) -> io::Result<QuicRecvStream> {
         self.dispatched();
-        let kind = with_timeout(self.op_timeout, &self.metrics, async {
+        let kind = with_timeout(&self.ctx, async {
             match &self.kind {
                 ConnKind::Native(c) => {
                     let id = c.accept(Dir::Uni).await?;
@@ -154,7 +142,7 @@ impl QuicConnection {
             }
         })
         .await?;
-        self.metrics.add(|m| &m.streams_accepted, 1);
+        self.ctx.metrics.add(|m| &m.streams_accepted, 1);
         Ok(self.recv_stream(kind))
     }
 
@@ -168,21 +156,21 @@ impl QuicConnection {
             ConnKind::Native(c) => c.send_datagram(data)?,
             ConnKind::Bridge(c) => c.send_datagram(data)?,
         }
-        self.metrics.add(|m| &m.datagrams_sent, 1);
+        self.ctx.metrics.add(|m| &m.datagrams_sent, 1);
         Ok(())
     }
 
     /// Receives the next datagram.
     pub async fn read_datagram(&self) -> io::Result<Bytes> {
         self.dispatched();
-        let d = with_timeout(self.op_timeout, &self.metrics, async {
+        let d = with_timeout(&self.ctx, async {
             match &self.kind {
                 ConnKind::Native(c) => c.read_datagram().await,
                 ConnKind::Bridge(c) => c.read_datagram().await,
             }
         })
         .await?;
-        self.metrics.add(|m| &m.datagrams_received, 1);
+        self.ctx.metrics.add(|m| &m.datagrams_received, 1);
         Ok(d)
     }
 
@@ -206,7 +194,7 @@ impl QuicConnection {
     /// the peer's [`closed`](Self::closed) reports them, and every
     /// operation on this side fails with `ConnectionAborted`.
     pub fn close(&self, code: u32, reason: &[u8]) {
-        self.metrics.add(|m| &m.close_events, 1);
+        self.ctx.metrics.add(|m| &m.close_events, 1);
         match &self.kind {
             ConnKind::Native(c) => c.close(VarInt::from_u32(code), Bytes::copy_from_slice(reason)),
             ConnKind::Bridge(c) => c.quinn().close(VarInt::from_u32(code), reason),

@@ -15,6 +15,7 @@ use crate::metrics::QuicMetrics;
 use crate::native::shared::{lock, AcceptQueue};
 use crate::native::{NativeProtoDriver, NativeProtoDriverOptions};
 use crate::options::{QuicBackend, QuicEndpointOptions};
+use crate::util::{deadline, OpCtx};
 
 pub(crate) enum EndpointKind {
     Native {
@@ -28,6 +29,8 @@ struct EndpointInner {
     kind: EndpointKind,
     options: QuicEndpointOptions,
     metrics: QuicMetrics,
+    ctx: Arc<OpCtx>,
+    rt: Option<RuntimeHandle>,
     client_config: Mutex<Option<ClientConfig>>,
     next_driver: std::sync::atomic::AtomicUsize,
 }
@@ -126,6 +129,7 @@ impl QuicEndpoint {
         QuicEndpoint::wrap(
             EndpointKind::Bridge(BridgeEndpoint::from_quinn(endpoint)),
             options.with_backend(QuicBackend::Bridge),
+            None,
         )
     }
 
@@ -174,15 +178,27 @@ impl QuicEndpoint {
                 EndpointKind::Native { drivers, accept }
             }
         };
-        Ok(QuicEndpoint::wrap(kind, options))
+        Ok(QuicEndpoint::wrap(kind, options, Some(handle.clone())))
     }
 
-    fn wrap(kind: EndpointKind, options: QuicEndpointOptions) -> QuicEndpoint {
+    fn wrap(
+        kind: EndpointKind,
+        options: QuicEndpointOptions,
+        rt: Option<RuntimeHandle>,
+    ) -> QuicEndpoint {
+        let metrics = QuicMetrics::default();
+        let ctx = Arc::new(OpCtx {
+            metrics: metrics.clone(),
+            op_timeout: options.operation_timeout,
+            rt: rt.clone(),
+        });
         QuicEndpoint {
             inner: Arc::new(EndpointInner {
                 kind,
                 options,
-                metrics: QuicMetrics::default(),
+                metrics,
+                ctx,
+                rt,
                 client_config: Mutex::new(None),
                 next_driver: Default::default(),
             }),
@@ -307,7 +323,7 @@ impl QuicEndpoint {
                 }
             }
         };
-        match spargio::time::timeout(limit, attempt).await {
+        match deadline(self.inner.rt.as_ref(), limit, attempt).await {
             Ok(Ok(kind)) => {
                 m.add(|m| &m.connects_succeeded, 1);
                 Ok(self.connection(kind))
@@ -327,11 +343,7 @@ impl QuicEndpoint {
     }
 
     fn connection(&self, kind: ConnKind) -> QuicConnection {
-        QuicConnection::new(
-            kind,
-            self.inner.metrics.clone(),
-            self.inner.options.operation_timeout,
-        )
+        QuicConnection::new(kind, self.inner.ctx.clone())
     }
 
     /// The next established incoming connection (from any of the
@@ -362,7 +374,7 @@ impl QuicEndpoint {
         };
         let res = match self.inner.options.accept_timeout {
             None => attempt.await,
-            Some(t) => match spargio::time::timeout(t, attempt).await {
+            Some(t) => match deadline(self.inner.rt.as_ref(), t, attempt).await {
                 Ok(r) => r,
                 Err(_) => {
                     m.add(|m| &m.accept_timeouts, 1);

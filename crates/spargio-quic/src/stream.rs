@@ -1,15 +1,15 @@
 //! [`QuicSendStream`] and [`QuicRecvStream`].
 
 use std::io;
-use std::time::Duration;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use quinn_proto::VarInt;
 
 use crate::bridge::{BridgeRecv, BridgeSend};
-use crate::metrics::QuicMetrics;
 use crate::native::streams::{NativeRecv, NativeSend};
 use crate::util::with_timeout;
+use crate::util::OpCtx;
 
 #[derive(Debug)]
 pub(crate) enum SendKind {
@@ -30,8 +30,7 @@ pub(crate) enum RecvKind {
 #[derive(Debug)]
 pub struct QuicSendStream {
     pub(crate) kind: SendKind,
-    pub(crate) metrics: QuicMetrics,
-    pub(crate) op_timeout: Option<Duration>,
+    pub(crate) ctx: Arc<OpCtx>,
 }
 
 impl QuicSendStream {
@@ -46,7 +45,7 @@ impl QuicSendStream {
     /// Writes some of `data`; returns how much was taken. Waits for
     /// flow-control credit (that wait is the stream's backpressure).
     pub async fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let n = with_timeout(self.op_timeout, &self.metrics, async {
+        let n = with_timeout(&self.ctx, async {
             match &mut self.kind {
                 SendKind::Native(s) => s.write(data).await,
                 SendKind::Bridge(s) => s.write(data).await,
@@ -71,7 +70,7 @@ impl QuicSendStream {
     /// keeps the rest as a slice of the same allocation).
     pub async fn write_bytes(&mut self, data: Bytes) -> io::Result<()> {
         let n = data.len();
-        with_timeout(self.op_timeout, &self.metrics, async {
+        with_timeout(&self.ctx, async {
             match &mut self.kind {
                 SendKind::Native(s) => s.write_bytes(data).await,
                 SendKind::Bridge(s) => s.write_bytes(data).await,
@@ -83,8 +82,8 @@ impl QuicSendStream {
     }
 
     fn count(&self, n: usize) {
-        self.metrics.add(|m| &m.bytes_written, n as u64);
-        self.metrics.add(
+        self.ctx.metrics.add(|m| &m.bytes_written, n as u64);
+        self.ctx.metrics.add(
             |m| match self.kind {
                 SendKind::Native(_) => &m.native_ops_dispatched,
                 SendKind::Bridge(_) => &m.bridge_ops_dispatched,
@@ -128,8 +127,7 @@ impl QuicSendStream {
 #[derive(Debug)]
 pub struct QuicRecvStream {
     pub(crate) kind: RecvKind,
-    pub(crate) metrics: QuicMetrics,
-    pub(crate) op_timeout: Option<Duration>,
+    pub(crate) ctx: Arc<OpCtx>,
 }
 
 impl QuicRecvStream {
@@ -148,7 +146,7 @@ impl QuicRecvStream {
     /// Cancel-safe on the native backend: dropping the future before it
     /// completes leaves the data in the stream.
     pub async fn read_chunk(&mut self, max_bytes: usize) -> io::Result<Option<Bytes>> {
-        let chunk = with_timeout(self.op_timeout, &self.metrics, async {
+        let chunk = with_timeout(&self.ctx, async {
             match &mut self.kind {
                 RecvKind::Native(s) => s.read_chunk(max_bytes).await,
                 RecvKind::Bridge(s) => s.read_chunk(max_bytes).await,
@@ -156,9 +154,9 @@ impl QuicRecvStream {
         })
         .await?;
         if let Some(c) = &chunk {
-            self.metrics.add(|m| &m.bytes_read, c.len() as u64);
+            self.ctx.metrics.add(|m| &m.bytes_read, c.len() as u64);
         }
-        self.metrics.add(
+        self.ctx.metrics.add(
             |m| match self.kind {
                 RecvKind::Native(_) => &m.native_ops_dispatched,
                 RecvKind::Bridge(_) => &m.bridge_ops_dispatched,

@@ -339,3 +339,32 @@ async fn the_native_path_never_touches_the_bridge_runtime(handle: RuntimeHandle)
     assert!(m.native_ops_dispatched > 0);
     assert_eq!(m.bridge_ops_dispatched, 0);
 }
+
+#[test]
+fn handles_and_timeouts_work_from_a_thread_outside_the_runtime() {
+    let rt = spargio::Runtime::builder().shards(2).build().unwrap();
+    let handle = rt.handle();
+    let certs = TestCerts::generate();
+    let opts = options().with_operation_timeout(Some(Duration::from_millis(200)));
+    let server = server(&handle, &certs, None, opts.clone());
+    let client = client(&handle, &certs, None, opts);
+    // This thread is not a shard: everything below is driven by a plain
+    // block_on, and the timeouts are armed on the runtime's shards.
+    spargio::block_on(async {
+        let addr = server.local_addr().unwrap();
+        let (c, s) = join(client.connect(addr, common::SERVER_NAME), server.accept()).await;
+        let (c, s) = (c.unwrap(), s.unwrap());
+        let (mut send, mut recv) = c.open_bi().await.unwrap();
+        send.write_all(b"from outside").await.unwrap();
+        send.finish().unwrap();
+        let (mut s_send, mut s_recv) = s.accept_bi().await.unwrap();
+        assert_eq!(s_recv.read_to_end(64).await.unwrap(), b"from outside");
+        s_send.write_all(b"ok").await.unwrap();
+        s_send.finish().unwrap();
+        assert_eq!(recv.read_to_end(64).await.unwrap(), b"ok");
+        // Nothing arrives: the operation timeout ends the wait.
+        let err = s.accept_uni().await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(server.metrics().snapshot().operation_timeouts, 1);
+    });
+}

@@ -135,7 +135,7 @@ impl NativeProtoDriver {
     /// Closes every connection (code 0), stops the driver and closes its
     /// socket. Later operations fail with `BrokenPipe`.
     pub fn shutdown(&self) {
-        let _ = self.shared.command(Command::Shutdown, false);
+        let _ = self.shared.command(Command::Shutdown);
     }
 
     /// Whether the driver has shut down.
@@ -156,7 +156,7 @@ impl NativeProtoDriver {
     /// Sets the fault injection of the driver's UDP paths (replacing the
     /// previous spec; `NativeProtoFaultSpec::none()` turns it off).
     pub fn set_fault_spec(&self, spec: NativeProtoFaultSpec) -> io::Result<()> {
-        self.shared.command(Command::SetFaults(spec), false)
+        self.shared.command(Command::SetFaults(spec))
     }
 
     /// The faults injected so far.
@@ -177,7 +177,7 @@ impl NativeProtoDriver {
             ));
         }
         *lock(&self.shared.tuning) = tuning;
-        self.shared.command(Command::SetTuning(tuning), false)
+        self.shared.command(Command::SetTuning(tuning))
     }
 
     /// The current transport tuning.
@@ -237,28 +237,23 @@ impl NativeProtoDriver {
         server_name: &str,
     ) -> io::Result<Arc<ConnInner>> {
         let reply = Oneshot::new();
-        self.shared.command(
-            Command::Connect {
-                config,
-                addr,
-                server_name: server_name.to_owned(),
-                reply: reply.clone(),
-            },
-            true,
-        )?;
+        self.shared.command(Command::Connect {
+            config,
+            addr,
+            server_name: server_name.to_owned(),
+            reply: reply.clone(),
+        })?;
         poll_fn(|cx| reply.poll_recv(cx)).await
     }
 
     pub(crate) fn set_server_config(&self, config: Option<quinn_proto::ServerConfig>) {
         let _ = self
             .shared
-            .command(Command::SetServerConfig(config.map(Arc::new)), false);
+            .command(Command::SetServerConfig(config.map(Arc::new)));
     }
 
     pub(crate) fn close_all(&self, code: u32, reason: Bytes) {
-        let _ = self
-            .shared
-            .command(Command::CloseAll { code, reason }, false);
+        let _ = self.shared.command(Command::CloseAll { code, reason });
     }
 }
 

@@ -79,11 +79,19 @@ pub(crate) enum Command {
     Shutdown,
 }
 
+/// Queued requests. Only connects queue up (bounded by
+/// `max_inflight_ops`); every other request replaces the pending one of
+/// its kind (the driver applies the latest), so they need no bound.
 #[derive(Default)]
 struct Signal {
     waker: Option<Waker>,
     dirty: Vec<Arc<ConnInner>>,
-    commands: VecDeque<Command>,
+    connects: VecDeque<Command>,
+    server_config: Option<Command>,
+    faults: Option<Command>,
+    tuning: Option<Command>,
+    close: Option<Command>,
+    shutdown: Option<Command>,
 }
 
 /// The state one driver shares with every handle.
@@ -184,23 +192,37 @@ impl DriverShared {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Queues `cmd`. `bounded` commands over `max_inflight` queued ones
-    /// give `WouldBlock`; control commands (shutdown, close) always go.
-    pub(crate) fn command(&self, cmd: Command, bounded: bool) -> io::Result<()> {
+    /// Queues `cmd`: a connect over `max_inflight` queued ones gives
+    /// `WouldBlock`; any other request replaces the pending one of its
+    /// kind.
+    pub(crate) fn command(&self, cmd: Command) -> io::Result<()> {
         if self.is_closed() {
             return Err(driver_closed());
         }
         {
             let mut s = lock(&self.signal);
-            if bounded && s.commands.len() >= self.max_inflight {
-                drop(s);
-                self.backpressure(0);
-                return Err(io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    "spargio-quic: driver command queue full (max_inflight_ops)",
-                ));
-            }
-            s.commands.push_back(cmd);
+            let slot = match cmd {
+                Command::Connect { .. } => {
+                    if s.connects.len() >= self.max_inflight {
+                        drop(s);
+                        self.backpressure(0);
+                        return Err(io::Error::new(
+                            io::ErrorKind::WouldBlock,
+                            "spargio-quic: driver command queue full (max_inflight_ops)",
+                        ));
+                    }
+                    s.connects.push_back(cmd);
+                    drop(s);
+                    self.notify();
+                    return Ok(());
+                }
+                Command::SetServerConfig(_) => &mut s.server_config,
+                Command::SetFaults(_) => &mut s.faults,
+                Command::SetTuning(_) => &mut s.tuning,
+                Command::CloseAll { .. } => &mut s.close,
+                Command::Shutdown => &mut s.shutdown,
+            };
+            *slot = Some(cmd);
         }
         self.notify();
         Ok(())
@@ -245,7 +267,19 @@ impl DriverShared {
             _ => s.waker = Some(waker.clone()),
         }
         dirty.append(&mut s.dirty);
-        commands.append(&mut s.commands);
+        // Configuration first, so connects made in the same pass use it;
+        // shutdown last.
+        let s = &mut *s;
+        for slot in [
+            &mut s.server_config,
+            &mut s.faults,
+            &mut s.tuning,
+            &mut s.close,
+        ] {
+            commands.extend(slot.take());
+        }
+        commands.append(&mut s.connects);
+        commands.extend(s.shutdown.take());
     }
 
     pub(crate) fn backpressure(&self, connection_id: u64) {

@@ -1,0 +1,240 @@
+//! The driver's receive path (datagrams into `Endpoint::handle`) and
+//! send path (transmits onto the ring, with fault injection).
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::BytesMut;
+use quinn_proto::{DatagramEvent, Incoming, Transmit};
+
+use super::{tuned_transport, DriverTask, RECV_ARENA};
+use crate::native::faults::Egress;
+use crate::native::types::NativeProtoEvent;
+use crate::native::udp::{RecvDone, SendDone};
+
+impl DriverTask {
+    // ===== receive path =====
+
+    pub(super) fn on_recv(&mut self, slot: usize, done: RecvDone) {
+        let RecvDone { res, mut buf } = done;
+        match res {
+            Ok(meta) => {
+                let mut data = buf.split_to(meta.len.min(buf.len()));
+                let c = &self.shared.counters;
+                c.bytes_received
+                    .fetch_add(meta.len as u64, Ordering::Relaxed);
+                let seg = meta.segment_size.unwrap_or(meta.len).max(1);
+                if seg < meta.len {
+                    c.gro_batches.fetch_add(1, Ordering::Relaxed);
+                }
+                let ecn = meta.ecn.and_then(quinn_proto::EcnCodepoint::from_bits);
+                let now = Instant::now();
+                while !data.is_empty() {
+                    let one = data.split_to(seg.min(data.len()));
+                    self.shared
+                        .counters
+                        .datagrams_received
+                        .fetch_add(1, Ordering::Relaxed);
+                    if self.faults.is_active()
+                        && self.faults.drop_inbound(&self.shared.fault_counters)
+                    {
+                        continue;
+                    }
+                    self.handle_datagram(now, meta.addr, meta.dst_ip, ecn, one);
+                }
+            }
+            Err(_) => {
+                self.shared
+                    .counters
+                    .recv_errors
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.rearm(slot, buf);
+    }
+
+    pub(super) fn rearm(&mut self, slot: usize, mut buf: BytesMut) {
+        if self.shutting_down {
+            return;
+        }
+        buf.clear();
+        let need = self.udp.recv_size();
+        if buf.capacity() < need {
+            // `reserve` reclaims the arena when quinn-proto has released
+            // every slice of it, and allocates a fresh one otherwise.
+            buf.reserve(RECV_ARENA.max(need));
+        }
+        self.recvs[slot] = Some(self.udp.recv(buf));
+    }
+
+    pub(super) fn handle_datagram(
+        &mut self,
+        now: Instant,
+        addr: SocketAddr,
+        dst_ip: Option<std::net::IpAddr>,
+        ecn: Option<quinn_proto::EcnCodepoint>,
+        data: BytesMut,
+    ) {
+        let mut response = self.send_pool.pop().unwrap_or_default();
+        response.clear();
+        match self
+            .endpoint
+            .handle(now, addr, dst_ip, ecn, data, &mut response)
+        {
+            Some(DatagramEvent::ConnectionEvent(ch, event)) => {
+                self.send_pool.push(response);
+                if let Some(meta) = self.conns.get(&ch.0) {
+                    meta.inner.lock().conn.handle_event(event);
+                    self.queue(ch.0);
+                }
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                self.send_pool.push(response);
+                self.on_incoming(incoming, now);
+            }
+            Some(DatagramEvent::Response(t)) => {
+                self.shared
+                    .counters
+                    .stateless_responses
+                    .fetch_add(1, Ordering::Relaxed);
+                self.send_transmit(response, t, false)
+            }
+            None => {
+                self.send_pool.push(response);
+                self.shared
+                    .counters
+                    .datagrams_malformed
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub(super) fn on_incoming(&mut self, incoming: Incoming, now: Instant) {
+        let mut buf = self.send_pool.pop().unwrap_or_default();
+        buf.clear();
+        if self.shutting_down || self.server_config.is_none() {
+            self.endpoint.ignore(incoming);
+            self.send_pool.push(buf);
+            return;
+        }
+        if !self.shared.accept.try_reserve() {
+            let remote = incoming.remote_address();
+            let t = self.endpoint.refuse(incoming, &mut buf);
+            self.shared
+                .counters
+                .incoming_refused
+                .fetch_add(1, Ordering::Relaxed);
+            self.shared
+                .event(NativeProtoEvent::IncomingRefused { remote });
+            self.send_transmit(buf, t, false);
+            return;
+        }
+        let config = tuned_transport(&self.tuning).and_then(|t| {
+            let mut c = (**self.server_config.as_ref()?).clone();
+            c.transport = t;
+            Some(Arc::new(c))
+        });
+        match self.endpoint.accept(incoming, now, &mut buf, config) {
+            Ok((ch, conn)) => {
+                self.send_pool.push(buf);
+                self.register(ch, conn, true);
+            }
+            Err(e) => {
+                self.shared.accept.release();
+                match e.response {
+                    Some(t) => self.send_transmit(buf, t, false),
+                    None => self.send_pool.push(buf),
+                }
+            }
+        }
+    }
+
+    // ===== send path =====
+
+    /// Sends (or, under fault injection, drops or holds) one transmit.
+    pub(super) fn send_transmit(&mut self, mut buf: Vec<u8>, t: Transmit, from_conn: bool) {
+        buf.truncate(t.size);
+        if from_conn && self.faults.is_active() {
+            match self.faults.egress(&self.shared.fault_counters) {
+                Egress::Drop => {
+                    self.recycle(buf);
+                    return;
+                }
+                Egress::Hold => {
+                    if let Some((prev, dst)) = self.held.replace((buf, t.destination)) {
+                        self.start_send(prev, dst, None);
+                    }
+                    return;
+                }
+                Egress::Send => {}
+            }
+        }
+        let ecn = t.ecn.map(|e| e as u8);
+        self.start_send_ecn(buf, t.destination, t.segment_size, ecn);
+        if from_conn {
+            if let Some((prev, dst)) = self.held.take() {
+                self.start_send(prev, dst, None);
+            }
+        }
+    }
+
+    pub(super) fn start_send(
+        &mut self,
+        buf: Vec<u8>,
+        dst: SocketAddr,
+        segment_size: Option<usize>,
+    ) {
+        self.start_send_ecn(buf, dst, segment_size, None);
+    }
+
+    pub(super) fn start_send_ecn(
+        &mut self,
+        buf: Vec<u8>,
+        dst: SocketAddr,
+        segment_size: Option<usize>,
+        ecn: Option<u8>,
+    ) {
+        let c = &self.shared.counters;
+        let segments = match segment_size {
+            Some(s) if s > 0 => buf.len().div_ceil(s),
+            _ => 1,
+        };
+        c.datagrams_sent
+            .fetch_add(segments as u64, Ordering::Relaxed);
+        c.bytes_sent.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        c.send_ops.fetch_add(1, Ordering::Relaxed);
+        self.sends.push(self.udp.send(buf, dst, segment_size, ecn));
+    }
+
+    pub(super) fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.send_pool.len() < self.max_sends + 8 {
+            buf.clear();
+            self.send_pool.push(buf);
+        }
+    }
+
+    pub(super) fn poll_sends(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut progress = false;
+        let mut i = 0;
+        while i < self.sends.len() {
+            match self.sends[i].as_mut().poll(cx) {
+                Poll::Ready(SendDone { res, buf }) => {
+                    if res.is_err() {
+                        self.shared
+                            .counters
+                            .send_errors
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    drop(self.sends.swap_remove(i));
+                    self.recycle(buf);
+                    progress = true;
+                }
+                Poll::Pending => i += 1,
+            }
+        }
+        progress
+    }
+}
