@@ -368,3 +368,41 @@ fn handles_and_timeouts_work_from_a_thread_outside_the_runtime() {
         assert_eq!(server.metrics().snapshot().operation_timeouts, 1);
     });
 }
+
+struct PanickingWaker;
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        panic!("a user waker that panics");
+    }
+}
+
+#[spargio::test(shards = 2)]
+async fn a_panicking_waker_does_not_stop_the_driver(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options().with_shards(1));
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+    let waker = std::task::Waker::from(std::sync::Arc::new(PanickingWaker));
+    let mut cx = Context::from_waker(&waker);
+    {
+        let mut read = pin!(s.read_datagram());
+        assert!(read.as_mut().poll(&mut cx).is_pending());
+        c.send_datagram(Bytes::from_static(b"wake it")).unwrap();
+        let driver = &server.drivers()[0];
+        hang("the driver wakes the waker", async {
+            while driver.stats().waker_panics == 0 {
+                spargio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+        .await;
+    }
+    // The driver still runs: the queued datagram and a stream get through.
+    assert_eq!(&hang("datagram", s.read_datagram()).await.unwrap()[..], b"wake it");
+    let (mut send, _recv) = c.open_bi().await.unwrap();
+    send.write_all(b"still here").await.unwrap();
+    send.finish().unwrap();
+    let (_s_send, mut s_recv) = hang("accept_bi", s.accept_bi()).await.unwrap();
+    assert_eq!(s_recv.read_to_end(64).await.unwrap(), b"still here");
+    assert_eq!(server.drivers()[0].stats().waker_panics, 1);
+}
