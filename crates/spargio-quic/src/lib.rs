@@ -16,7 +16,9 @@
 //! backends take the same configs.
 //!
 //! Linux only (spargio is built on io_uring).
-
+//!
+//! The rest of this page is the crate's README.
+#![doc = include_str!("../README.md")]
 #![warn(
     missing_docs,
     unreachable_pub,
