@@ -398,11 +398,34 @@ async fn a_panicking_waker_does_not_stop_the_driver(handle: RuntimeHandle) {
         .await;
     }
     // The driver still runs: the queued datagram and a stream get through.
-    assert_eq!(&hang("datagram", s.read_datagram()).await.unwrap()[..], b"wake it");
+    assert_eq!(
+        &hang("datagram", s.read_datagram()).await.unwrap()[..],
+        b"wake it"
+    );
     let (mut send, _recv) = c.open_bi().await.unwrap();
     send.write_all(b"still here").await.unwrap();
     send.finish().unwrap();
     let (_s_send, mut s_recv) = hang("accept_bi", s.accept_bi()).await.unwrap();
     assert_eq!(s_recv.read_to_end(64).await.unwrap(), b"still here");
     assert_eq!(server.drivers()[0].stats().waker_panics, 1);
+}
+
+#[test]
+fn runtime_shutdown_fails_a_waiting_accept_instead_of_hanging() {
+    let rt = spargio::Runtime::builder().shards(1).build().unwrap();
+    let handle = rt.handle();
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = server.clone();
+    std::thread::spawn(move || {
+        let res = spargio::block_on(waiter.accept());
+        tx.send(res.map(|_| ()).map_err(|e| e.kind())).unwrap();
+    });
+    // Whether the accept registered before the shutdown or polls after
+    // it, it must end with BrokenPipe.
+    spargio::block_on(rt.shutdown());
+    let res = rx.recv_timeout(common::HANG).expect("accept still waiting");
+    assert_eq!(res, Err(io::ErrorKind::BrokenPipe));
+    assert!(server.drivers()[0].is_closed());
 }

@@ -72,32 +72,32 @@ impl NativeProtoDriver {
         let server_config = options.server_config.map(Arc::new);
         let task_shared = shared.clone();
         let task_handle = handle.clone();
+        let guard = StartGuard {
+            shared: Some(task_shared.clone()),
+        };
         let spawned = handle.spawn_local_on(options.owner_shard, move |_ctx| async move {
+            let mut guard = guard;
             // Created here, on the owner shard, so the socket's ring
             // operations use this shard's ring.
-            match UdpIo::new(&task_handle, socket, options.segmentation_offload) {
-                Ok(udp) => {
-                    DriverTask::new(
-                        task_shared,
-                        udp,
-                        server_config,
-                        options.receives_in_flight,
-                        options.max_pending_transmits,
-                    )
-                    .await
-                }
-                Err(_) => {
-                    task_shared.closed.store(true, Ordering::Release);
-                    task_shared.accept.driver_stopped();
-                }
+            if let Ok(udp) = UdpIo::new(&task_handle, socket, options.segmentation_offload) {
+                // From here the task's own `finish` (or its Drop) ends
+                // the driver.
+                guard.shared = None;
+                DriverTask::new(
+                    task_shared,
+                    udp,
+                    server_config,
+                    options.receives_in_flight,
+                    options.max_pending_transmits,
+                )
+                .await
             }
         });
         match spawned {
             Ok(join) => drop(join), // detached: the task ends at shutdown
-            Err(e) => {
-                accept.driver_stopped();
-                return Err(io::Error::other(e));
-            }
+            // The closure (and its guard) was dropped: the guard already
+            // marked the driver closed.
+            Err(e) => return Err(io::Error::other(e)),
         }
         Ok(NativeProtoDriver { shared })
     }
@@ -276,6 +276,25 @@ pub(crate) fn peer_chain(conn: &ConnInner) -> io::Result<Vec<Vec<u8>>> {
             "spargio-quic: the peer presented no certificate chain",
         )
     })
+}
+
+/// Ends a driver whose task never built its `DriverTask` (the socket could
+/// not be registered, or the runtime shut down before the task first
+/// ran): marks it closed and releases its place in the accept queue, so
+/// nothing waits on it forever.
+struct StartGuard {
+    shared: Option<Arc<DriverShared>>,
+}
+
+impl Drop for StartGuard {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            // Release: pairs with `is_closed`'s Acquire.
+            shared.closed.store(true, Ordering::Release);
+            shared.wake_idle();
+            shared.accept.driver_stopped();
+        }
+    }
 }
 
 /// An `Rc`-based (`!Send`) handle to a driver; see

@@ -263,6 +263,10 @@ impl DriverTask {
     }
 
     pub(super) fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
         // Release: pairs with `is_closed`'s Acquire.
         self.shared.closed.store(true, Ordering::Release);
         let inners: Vec<_> = self.conns.drain().map(|(_, m)| m.inner).collect();

@@ -70,6 +70,18 @@ pub(crate) struct DriverTask {
     held: Option<(Vec<u8>, SocketAddr)>,
     tuning: NativeProtoTransportTuning,
     shutting_down: bool,
+    /// `finish` ran (at shutdown, or from `Drop` if the runtime dropped
+    /// the task first).
+    finished: bool,
+}
+
+impl Drop for DriverTask {
+    fn drop(&mut self) {
+        // The runtime shutting down drops the task without a shutdown
+        // command: still fail the waiting operations and release the
+        // accept queue, so nothing waits forever.
+        self.finish();
+    }
 }
 
 impl DriverTask {
@@ -111,6 +123,7 @@ impl DriverTask {
             held: None,
             tuning,
             shutting_down: false,
+            finished: false,
         }
     }
 
