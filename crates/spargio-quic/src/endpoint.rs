@@ -133,6 +133,25 @@ impl QuicEndpoint {
         )
     }
 
+    /// Wraps a driver started with [`NativeProtoDriver::start`] (for a
+    /// socket or shard chosen by hand). Dropping the last endpoint handle
+    /// shuts the driver down.
+    pub fn from_driver(
+        handle: impl AsRef<RuntimeHandle>,
+        driver: NativeProtoDriver,
+        options: QuicEndpointOptions,
+    ) -> QuicEndpoint {
+        let accept = driver.shared.accept.clone();
+        QuicEndpoint::wrap(
+            EndpointKind::Native {
+                drivers: vec![driver],
+                accept,
+            },
+            options.with_backend(QuicBackend::Native),
+            Some(handle.as_ref().clone()),
+        )
+    }
+
     fn build(
         handle: &RuntimeHandle,
         addr: SocketAddr,

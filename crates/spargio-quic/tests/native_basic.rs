@@ -429,3 +429,70 @@ fn runtime_shutdown_fails_a_waiting_accept_instead_of_hanging() {
     assert_eq!(res, Err(io::ErrorKind::BrokenPipe));
     assert!(server.drivers()[0].is_closed());
 }
+
+#[spargio::test(shards = 2)]
+async fn an_endpoint_over_a_hand_started_driver(handle: RuntimeHandle) {
+    use spargio_quic::{NativeProtoDriver, NativeProtoDriverOptions, QuicEndpoint};
+    let certs = TestCerts::generate();
+    let driver = NativeProtoDriver::start(
+        &handle,
+        NativeProtoDriverOptions::new(1, localhost())
+            .with_server_config(certs.quinn_server_config(&[common::ALPN], None)),
+    )
+    .unwrap();
+    assert_eq!(driver.owner_shard(), 1);
+    let server = QuicEndpoint::from_driver(&handle, driver.clone(), options());
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+    c.send_datagram(Bytes::from_static(b"hi")).unwrap();
+    assert_eq!(
+        &hang("datagram", s.read_datagram()).await.unwrap()[..],
+        b"hi"
+    );
+    assert_eq!(driver.connection_ids(), vec![s.stable_id()]);
+    let state = driver.connection_state(s.stable_id()).unwrap();
+    assert!(state.established && !state.closed);
+    assert_eq!(state.datagrams_received, 1);
+    let events = driver.drain_events(16);
+    assert!(
+        events.contains(&spargio_quic::NativeProtoEvent::ConnectionEstablished {
+            connection_id: s.stable_id()
+        })
+    );
+    assert!(driver.timer_state().deadline.is_some());
+    drop((c, s, server));
+    hang("driver shutdown", async {
+        while !driver.is_closed() {
+            spargio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+}
+
+#[spargio::test(shards = 2)]
+async fn transport_tuning_bounds_datagrams_and_rejects_zero(handle: RuntimeHandle) {
+    use spargio_quic::{NativeProtoEvent, NativeProtoTransportTuning};
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let (c, _s) = pair(&client, &server).await;
+    let driver = &client.drivers()[0];
+    let zero = NativeProtoTransportTuning::default().with_max_datagram_size(0);
+    assert_eq!(
+        driver.set_transport_tuning(zero).unwrap_err().kind(),
+        io::ErrorKind::InvalidInput
+    );
+    let small = NativeProtoTransportTuning::default().with_max_datagram_size(100);
+    driver.set_transport_tuning(small).unwrap();
+    assert_eq!(driver.transport_tuning(), small);
+    c.send_datagram(Bytes::from(vec![1u8; 100])).unwrap();
+    let err = c.send_datagram(Bytes::from(vec![1u8; 101])).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    assert_eq!(driver.stats().oversize_rejections, 1);
+    assert!(driver
+        .drain_events(64)
+        .contains(&NativeProtoEvent::OversizeRejected {
+            connection_id: c.stable_id(),
+            size: 101
+        }));
+}
