@@ -496,3 +496,19 @@ async fn transport_tuning_bounds_datagrams_and_rejects_zero(handle: RuntimeHandl
             size: 101
         }));
 }
+
+#[spargio::test(shards = 2)]
+async fn closed_still_reports_the_reason_past_max_inflight_ops(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options().with_max_inflight_ops(1));
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut waiting = pin!(s.accept_bi());
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    c.close(9, b"over the bound");
+    match hang("closed()", s.closed()).await {
+        ConnectionError::ApplicationClosed(a) => assert_eq!(a.error_code.into_inner(), 9),
+        other => panic!("unexpected close {other:?}"),
+    }
+}

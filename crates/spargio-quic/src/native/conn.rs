@@ -267,20 +267,14 @@ impl ConnInner {
         .await
     }
 
-    /// Waits for the connection to end; gives the reason.
-    pub(crate) async fn closed(self: &Arc<Self>) -> ConnectionError {
-        let res = self
-            .run(|st, _| match &st.error {
-                Some(e) => Step::Done(Ok(e.clone())),
-                None => Step::Wait(WaitKind::Closed),
-            })
-            .await;
-        match res {
-            Ok(e) => e,
-            // Over max_inflight_ops: report it as the connection being
-            // unobservable rather than hiding the error.
-            Err(_) => ConnectionError::LocallyClosed,
-        }
+    /// Waits for the connection to end; gives the reason (`WouldBlock`
+    /// if `max_inflight_ops` operations already wait on it).
+    pub(crate) async fn closed(self: &Arc<Self>) -> io::Result<ConnectionError> {
+        self.run(|st, _| match &st.error {
+            Some(e) => Step::Done(Ok(e.clone())),
+            None => Step::Wait(WaitKind::Closed),
+        })
+        .await
     }
 
     /// Waits for the handshake (client side).
