@@ -189,6 +189,9 @@ async fn a_stream_reset_is_seen_by_the_reader(handle: RuntimeHandle) {
     .await;
     assert_eq!(err.kind(), io::ErrorKind::ConnectionReset);
     assert_eq!(stream_error_code(&err), Some(7));
+    // Reading again repeats the reset; it does not turn into an end.
+    let again = recv.read_chunk(1024).await.unwrap_err();
+    assert_eq!(stream_error_code(&again), Some(7));
 }
 
 #[spargio::test(shards = 2)]

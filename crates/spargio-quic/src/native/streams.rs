@@ -147,6 +147,8 @@ pub(crate) struct NativeRecv {
     pub(crate) id: StreamId,
     /// FIN or reset seen, or stopped: nothing more to read or stop.
     done: bool,
+    /// The reset code, once a reset was seen (later reads repeat it).
+    reset: Option<VarInt>,
 }
 
 impl NativeRecv {
@@ -155,6 +157,7 @@ impl NativeRecv {
             conn,
             id,
             done: false,
+            reset: None,
         }
     }
 
@@ -163,6 +166,9 @@ impl NativeRecv {
     /// chunk leaves quinn-proto only in the same locked step that returns
     /// it).
     pub(crate) async fn read_chunk(&mut self, max: usize) -> io::Result<Option<Bytes>> {
+        if let Some(code) = self.reset {
+            return Err(from_read_error(ReadError::Reset(code)));
+        }
         if self.done {
             return Ok(None);
         }
@@ -202,7 +208,14 @@ impl NativeRecv {
             .await;
         match &res {
             Ok(None) => self.done = true,
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => self.done = true,
+            Err(e) => {
+                if let Some(ReadError::Reset(code)) =
+                    e.get_ref().and_then(|i| i.downcast_ref::<ReadError>())
+                {
+                    self.done = true;
+                    self.reset = Some(*code);
+                }
+            }
             _ => {}
         }
         res
