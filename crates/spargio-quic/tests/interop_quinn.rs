@@ -191,7 +191,7 @@ async fn quinn_client_stream_resets_both_ways(handle: RuntimeHandle) {
 #[spargio::test(shards = 2)]
 async fn quinn_client_idle_timeout_when_our_server_goes_silent(handle: RuntimeHandle) {
     let certs = TestCerts::generate();
-    let idle = Some(Duration::from_millis(300));
+    let idle = Some(Duration::from_millis(1000));
     let (server, client, conn) = quinn_to_ours(&handle, &certs, idle).await;
     let silent = NativeProtoFaultSpec {
         drop_inbound: 1.0,
@@ -345,7 +345,7 @@ async fn our_client_stream_resets_both_ways(handle: RuntimeHandle) {
 #[spargio::test(shards = 2)]
 async fn our_client_idle_timeout_against_a_vanished_quinn_server(handle: RuntimeHandle) {
     let certs = TestCerts::generate();
-    let idle = Some(Duration::from_millis(300));
+    let idle = Some(Duration::from_millis(1000));
     let (_peer, _ep, conn) = ours_to_quinn(&handle, &certs, Behaviour::Silent, idle).await;
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
     send.write_all(b"hello?").await.unwrap();

@@ -197,7 +197,7 @@ async fn a_stream_reset_is_seen_by_the_reader(handle: RuntimeHandle) {
 #[spargio::test(shards = 2)]
 async fn idle_timeout_gives_timed_out(handle: RuntimeHandle) {
     let certs = TestCerts::generate();
-    let idle = Some(Duration::from_millis(300));
+    let idle = Some(Duration::from_millis(1000));
     let server = server(&handle, &certs, idle, options());
     let client = client(&handle, &certs, idle, options());
     let (c, _s) = pair(&client, &server).await;
