@@ -470,6 +470,12 @@ async fn an_endpoint_over_a_hand_started_driver(handle: RuntimeHandle) {
         }
     })
     .await;
+    // After shutdown every request fails with BrokenPipe.
+    let err = driver
+        .set_fault_spec(NativeProtoFaultSpec::none())
+        .unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
+    assert!(driver.connection_ids().is_empty());
 }
 
 #[spargio::test(shards = 2)]
