@@ -124,13 +124,20 @@ impl DriverTask {
                     break;
                 }
             }
+            // Application events can queue endpoint events (the
+            // `Drained` one included): forward them before deciding.
+            while let Some(ev) = st.conn.poll_endpoint_events() {
+                drained |= ev.is_drained();
+                if let Some(back) = self.endpoint.handle_event(inner.ch, ev) {
+                    st.conn.handle_event(back);
+                }
+            }
             if st.error.is_some() {
                 // Locally closed connections have no ConnectionLost event:
                 // wake whatever registered since.
                 st.waiters.take_all(&mut self.wakers);
             }
             deadline = st.conn.poll_timeout();
-            drained |= st.conn.is_drained();
         }
         wake_counted(&self.shared, &mut self.wakers);
         let id = inner.id;
