@@ -521,3 +521,38 @@ async fn closed_still_reports_the_reason_past_max_inflight_ops(handle: RuntimeHa
         other => panic!("unexpected close {other:?}"),
     }
 }
+
+#[spargio::test(shards = 2)]
+async fn a_closed_connection_is_drained_and_removed_once(handle: RuntimeHandle) {
+    use spargio_quic::NativeProtoEvent;
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options().with_shards(1));
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+    let id = s.stable_id();
+    c.close(0, b"bye");
+    // Both sides drain (3 PTOs) and forget the connection.
+    hang("server idle", server.wait_idle()).await.unwrap();
+    hang("client idle", client.wait_idle()).await.unwrap();
+    let driver = &server.drivers()[0];
+    assert!(driver.connection_ids().is_empty());
+    assert_eq!(driver.stats().connections_closed, 1);
+    let closed: Vec<_> = driver
+        .drain_events(1024)
+        .into_iter()
+        .filter(|e| matches!(e, NativeProtoEvent::ConnectionClosed { .. }))
+        .collect();
+    assert_eq!(
+        closed,
+        vec![NativeProtoEvent::ConnectionClosed { connection_id: id }]
+    );
+    assert_eq!(
+        driver.connection_state(id).unwrap_err().kind(),
+        io::ErrorKind::NotFound
+    );
+    // The handles still answer, with the reason.
+    assert!(matches!(
+        s.closed().await,
+        ConnectionError::ApplicationClosed(_)
+    ));
+}
