@@ -7,12 +7,19 @@ use std::io;
 use quinn_proto::{ConnectError, ConnectionError, ReadError, SendDatagramError, WriteError};
 
 /// The `io::ErrorKind` for a connection-level error:
-/// `TimedOut` for the idle timeout, `ConnectionReset` when the peer
-/// closed, reset or aborted the connection, `ConnectionAborted` when it
-/// was closed locally, `InvalidData` for protocol violations.
+/// `TimedOut` for the idle timeout, `ConnectionRefused` when a server
+/// refused the connection (its accept backlog was full),
+/// `ConnectionReset` when the peer closed, reset or aborted the
+/// connection, `ConnectionAborted` when it was closed locally,
+/// `InvalidData` for protocol violations.
 pub(crate) fn connection_error_kind(err: &ConnectionError) -> io::ErrorKind {
     match err {
         ConnectionError::TimedOut => io::ErrorKind::TimedOut,
+        ConnectionError::ConnectionClosed(c)
+            if c.error_code == quinn_proto::TransportErrorCode::CONNECTION_REFUSED =>
+        {
+            io::ErrorKind::ConnectionRefused
+        }
         ConnectionError::Reset
         | ConnectionError::ApplicationClosed(_)
         | ConnectionError::ConnectionClosed(_) => io::ErrorKind::ConnectionReset,

@@ -556,3 +556,31 @@ async fn a_closed_connection_is_drained_and_removed_once(handle: RuntimeHandle) 
         ConnectionError::ApplicationClosed(_)
     ));
 }
+
+#[spargio::test(shards = 2)]
+async fn past_the_accept_backlog_new_clients_are_refused(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options().with_accept_backlog(1));
+    let client = client(&handle, &certs, None, options());
+    let addr = server.local_addr().unwrap();
+    // The first connection fills the backlog (nobody accepts it yet).
+    let first = hang("first connect", client.connect(addr, common::SERVER_NAME))
+        .await
+        .unwrap();
+    let err = hang("second connect", client.connect(addr, common::SERVER_NAME))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused);
+    let refused: u64 = server
+        .drivers()
+        .iter()
+        .map(|d| d.stats().incoming_refused)
+        .sum();
+    assert_eq!(refused, 1);
+    // Taking the queued connection makes room again.
+    let s = hang("accept", server.accept()).await.unwrap();
+    assert_eq!(s.remote_address(), client.local_addr().unwrap());
+    let third = hang("third connect", client.connect(addr, common::SERVER_NAME)).await;
+    assert!(third.is_ok());
+    drop(first);
+}
