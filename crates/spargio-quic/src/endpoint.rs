@@ -105,7 +105,8 @@ impl QuicEndpoint {
     }
 
     /// A client bound to `addr` (usually port 0) with default options
-    /// (native, one driver on the calling shard).
+    /// (native, one driver on the calling shard; called from outside the
+    /// runtime, successive clients take the shards in turn).
     pub fn client(handle: impl AsRef<RuntimeHandle>, addr: SocketAddr) -> io::Result<QuicEndpoint> {
         QuicEndpoint::client_with_options(handle, addr, QuicEndpointOptions::default())
     }
@@ -118,7 +119,16 @@ impl QuicEndpoint {
     ) -> io::Result<QuicEndpoint> {
         let handle = handle.as_ref();
         let n = options.shards.unwrap_or(1).max(1);
-        let first = spargio::ShardCtx::current().map_or(0, |c| c.shard_id());
+        // The calling shard; from outside the runtime, shards in turn.
+        static NEXT_OUTSIDE: std::sync::atomic::AtomicUsize =
+            std::sync::atomic::AtomicUsize::new(0);
+        let first = spargio::ShardCtx::current().map_or_else(
+            || {
+                NEXT_OUTSIDE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    % handle.shard_count()
+            },
+            |c| c.shard_id(),
+        );
         QuicEndpoint::build(handle, addr, None, options, n, first)
     }
 

@@ -51,7 +51,8 @@ pub struct QuicEndpointOptions {
     /// server with more than one binds every socket to the same address
     /// with `SO_REUSEPORT` and the kernel spreads clients by 4-tuple hash.
     /// `None` (the default): one per runtime shard for a server, one on
-    /// the calling shard for a client. Connection migration to a new
+    /// the calling shard for a client (shards in turn for clients made
+    /// outside the runtime). Connection migration to a new
     /// client address is not supported across sockets: the new path may
     /// hash to another socket, whose driver does not know the connection.
     pub shards: Option<usize>,
