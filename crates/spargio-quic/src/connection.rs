@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use quinn_proto::{ConnectionError, ConnectionStats, Dir, VarInt};
@@ -14,7 +13,7 @@ use crate::bridge::BridgeConn;
 use crate::native::conn::ConnRef;
 use crate::native::streams::{NativeRecv, NativeSend};
 use crate::stream::{QuicRecvStream, QuicSendStream, RecvKind, SendKind};
-use crate::util::{deadline, with_timeout, OpCtx};
+use crate::util::{with_timeout, OpCtx};
 
 #[derive(Clone, Debug)]
 pub(crate) enum ConnKind {
@@ -207,22 +206,12 @@ impl QuicConnection {
     /// reason, `TimedOut` for the idle timeout, `LocallyClosed` after
     /// [`close`](Self::close).
     ///
-    /// If `max_inflight_ops` operations already wait on the connection,
-    /// this one cannot register a waker; rather than fail (quinn's
-    /// signature has no error) it re-checks every 10 ms until the
-    /// connection ends.
+    /// Unlike other waiting operations it is not counted against
+    /// `max_inflight_ops` (a peer cannot grow these waiters; each is freed
+    /// when its future completes or is dropped), so it never fails.
     pub async fn closed(&self) -> ConnectionError {
         match &self.kind {
-            ConnKind::Native(c) => loop {
-                match c.closed().await {
-                    Ok(e) => return e,
-                    Err(_) => {
-                        let tick = Duration::from_millis(10);
-                        let _ = deadline(self.ctx.rt.as_ref(), tick, std::future::pending::<()>())
-                            .await;
-                    }
-                }
-            },
+            ConnKind::Native(c) => c.closed().await,
             ConnKind::Bridge(c) => c.closed().await,
         }
     }

@@ -515,11 +515,26 @@ async fn closed_still_reports_the_reason_past_max_inflight_ops(handle: RuntimeHa
     let mut cx = Context::from_waker(std::task::Waker::noop());
     let mut waiting = pin!(s.accept_bi());
     assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    let refused = || -> u64 {
+        server
+            .drivers()
+            .iter()
+            .map(|d| d.stats().backpressure)
+            .sum()
+    };
+    let before = refused();
+    // `closed()` waiters are exempt from the bound: it registers (no
+    // WouldBlock, so no backpressure counted) and the close wakes it.
+    let mut closed = pin!(s.closed());
+    assert!(closed.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(refused(), before);
     c.close(9, b"over the bound");
-    match hang("closed()", s.closed()).await {
+    match hang("closed()", closed).await {
         ConnectionError::ApplicationClosed(a) => assert_eq!(a.error_code.into_inner(), 9),
         other => panic!("unexpected close {other:?}"),
     }
+    assert_eq!(refused(), before);
+    assert_eq!(server.metrics().snapshot().backpressure_hits, 0);
 }
 
 #[spargio::test(shards = 2)]

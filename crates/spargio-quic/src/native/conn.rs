@@ -267,14 +267,18 @@ impl ConnInner {
         .await
     }
 
-    /// Waits for the connection to end; gives the reason (`WouldBlock`
-    /// if `max_inflight_ops` operations already wait on it).
-    pub(crate) async fn closed(self: &Arc<Self>) -> io::Result<ConnectionError> {
-        self.run(|st, _| match &st.error {
-            Some(e) => Step::Done(Ok(e.clone())),
-            None => Step::Wait(WaitKind::Closed),
-        })
-        .await
+    /// Waits for the connection to end; gives the reason. Never
+    /// `WouldBlock`: `Closed` waiters are exempt from `max_inflight_ops`
+    /// (see [`Waiters`]).
+    pub(crate) async fn closed(self: &Arc<Self>) -> ConnectionError {
+        let r = self
+            .run(|st, _| match &st.error {
+                Some(e) => Step::Done(Ok(e.clone())),
+                None => Step::Wait(WaitKind::Closed),
+            })
+            .await;
+        // `run` fails only when registering fails, which `Closed` never does.
+        r.unwrap_or(ConnectionError::LocallyClosed)
     }
 
     /// Waits for the handshake (client side).

@@ -17,7 +17,8 @@
 //!    `Bytes` chunks out of its receive buffer. A handle that must wait
 //!    registers its waker under a per-future key; more than
 //!    `max_inflight_ops` registered waiters on a connection gives
-//!    `WouldBlock`.
+//!    `WouldBlock` (`closed()` waiters are exempt: only the local user
+//!    makes them and each is freed when its future ends).
 //! 2. A handle that changed the connection marks it dirty: the first
 //!    marker (an `AtomicBool`) pushes it on the driver's dirty list and
 //!    wakes the driver task, once until the driver drains the list

@@ -38,10 +38,18 @@ pub(crate) fn next_wait_key() -> u64 {
 /// The registered waiters of one connection (or one accept queue),
 /// bounded by `max_inflight_ops`: registering one more gives
 /// `WouldBlock`. A linear list: the count is small by construction.
+///
+/// [`WaitKind::Closed`] waiters are exempt from the bound: only the local
+/// user creates them (`closed()`; a peer cannot make more of them), each
+/// is removed when its future completes or is dropped, and `closed()`
+/// has no error to report (quinn's signature), so it must always be able
+/// to register.
 #[derive(Debug)]
 pub(crate) struct Waiters {
     entries: Vec<(u64, WaitKind, Waker)>,
     cap: usize,
+    /// Entries of kind `Closed` (not counted against `cap`).
+    closed: usize,
 }
 
 impl Waiters {
@@ -49,6 +57,7 @@ impl Waiters {
         Waiters {
             entries: Vec::new(),
             cap: cap.max(1),
+            closed: 0,
         }
     }
 
@@ -56,13 +65,25 @@ impl Waiters {
     /// Over the bound it returns `WouldBlock` and registers nothing.
     pub(crate) fn register(&mut self, key: u64, kind: WaitKind, waker: &Waker) -> io::Result<()> {
         if let Some(entry) = self.entries.iter_mut().find(|e| e.0 == key) {
+            let was_closed = entry.1 == WaitKind::Closed;
+            let is_closed = kind == WaitKind::Closed;
             entry.1 = kind;
             if !entry.2.will_wake(waker) {
                 entry.2 = waker.clone();
             }
+            match (was_closed, is_closed) {
+                (true, false) => self.closed -= 1,
+                (false, true) => self.closed += 1,
+                _ => {}
+            }
             return Ok(());
         }
-        if self.entries.len() >= self.cap {
+        if kind == WaitKind::Closed {
+            self.closed += 1;
+            self.entries.push((key, kind, waker.clone()));
+            return Ok(());
+        }
+        if self.entries.len() - self.closed >= self.cap {
             return Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
                 format!(
@@ -78,7 +99,9 @@ impl Waiters {
     /// Forgets the future with `key` (it completed or was dropped).
     pub(crate) fn remove(&mut self, key: u64) {
         if let Some(i) = self.entries.iter().position(|e| e.0 == key) {
-            self.entries.swap_remove(i);
+            if self.entries.swap_remove(i).1 == WaitKind::Closed {
+                self.closed -= 1;
+            }
         }
     }
 
@@ -87,6 +110,9 @@ impl Waiters {
         let mut i = 0;
         while i < self.entries.len() {
             if self.entries[i].1 == kind {
+                if kind == WaitKind::Closed {
+                    self.closed -= 1;
+                }
                 out.push(self.entries.swap_remove(i).2);
             } else {
                 i += 1;
@@ -96,6 +122,7 @@ impl Waiters {
 
     /// Moves every waker into `out` (the connection closed).
     pub(crate) fn take_all(&mut self, out: &mut Vec<Waker>) {
+        self.closed = 0;
         out.extend(self.entries.drain(..).map(|e| e.2));
     }
 
@@ -129,14 +156,41 @@ mod tests {
         let waker = Waker::noop();
         w.register(1, WaitKind::Datagram, waker).unwrap();
         w.register(1, WaitKind::Datagram, waker).unwrap();
-        w.register(2, WaitKind::Closed, waker).unwrap();
-        let err = w.register(3, WaitKind::Closed, waker).unwrap_err();
+        w.register(2, WaitKind::Connected, waker).unwrap();
+        let err = w.register(3, WaitKind::Datagram, waker).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
         w.remove(1);
-        w.register(3, WaitKind::Closed, waker).unwrap();
+        w.register(3, WaitKind::Connected, waker).unwrap();
         let mut out = Vec::new();
-        w.take(WaitKind::Closed, &mut out);
+        w.take(WaitKind::Connected, &mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(w.len(), 0);
+    }
+
+    #[test]
+    fn closed_waiters_are_exempt_from_the_bound() {
+        let mut w = Waiters::new(1);
+        let waker = Waker::noop();
+        w.register(1, WaitKind::Datagram, waker).unwrap();
+        for key in 2..10 {
+            w.register(key, WaitKind::Closed, waker).unwrap();
+        }
+        assert_eq!(
+            w.register(10, WaitKind::Connected, waker)
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::WouldBlock
+        );
+        // Removing Closed waiters frees no bounded room; removing the
+        // bounded one does.
+        w.remove(2);
+        assert!(w.register(10, WaitKind::Connected, waker).is_err());
+        w.remove(1);
+        w.register(10, WaitKind::Connected, waker).unwrap();
+        let mut out = Vec::new();
+        w.take(WaitKind::Closed, &mut out);
+        assert_eq!(out.len(), 7);
+        assert_eq!(w.len(), 1);
+        assert!(w.register(11, WaitKind::Datagram, waker).is_err());
     }
 }
