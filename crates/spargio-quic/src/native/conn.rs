@@ -4,33 +4,67 @@
 //! A handle locks [`ConnState`], calls quinn-proto directly (a stream
 //! write lands in quinn-proto's send buffer; a read takes a `Bytes` chunk
 //! out of its receive buffer), registers its waker if it must wait, and
-//! if it changed anything marks the connection dirty, which queues it for
-//! the driver and wakes the driver once (`dirty` flag plus the driver's
-//! `notified` flag). The driver then produces the packets.
+//! if it changed anything marks the connection dirty, which wakes the
+//! connection's own task once (`notified` flag). That task
+//! (`conn_task.rs`) then produces the packets.
+//!
+//! The endpoint task reaches the connection task through the
+//! [`Mailbox`]: received datagrams (`ConnectionEvent`s, bounded by
+//! [`EVENT_QUEUE_CAP`]; past it the endpoint task feeds the event to
+//! quinn-proto itself, so nothing is dropped), send buffers coming back
+//! after their send completed, and the stop request.
 
+use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
-use quinn_proto::{ConnectionError, ConnectionHandle, Dir, StreamId, VarInt};
+use quinn_proto::{ConnectionError, ConnectionEvent, ConnectionHandle, Dir, StreamId, VarInt};
 
 use super::shared::{lock, DriverShared};
 use super::waiters::{next_wait_key, wake_all, WaitKind, Waiters};
 use crate::error::{from_connection_error, from_datagram_error};
 
-/// A connection as shared by the driver and the handles.
+/// Received datagrams a connection's mailbox holds at most; past it the
+/// endpoint task hands the event to quinn-proto itself (under the
+/// connection lock) instead of queueing it.
+pub(crate) const EVENT_QUEUE_CAP: usize = 512;
+
+/// A connection as shared by the endpoint task, its connection task and
+/// the handles.
 pub(crate) struct ConnInner {
     /// Stable id (unique in the process).
     pub(crate) id: u64,
     pub(crate) ch: ConnectionHandle,
     pub(crate) state: Mutex<ConnState>,
-    /// Set while the connection sits in the driver's dirty list.
-    dirty: AtomicBool,
+    /// What the endpoint task hands the connection task (a short lock,
+    /// never held while taking `state`).
+    mailbox: Mutex<Mailbox>,
+    /// Set while a wake of the connection task is pending.
+    notified: AtomicBool,
+    /// Items (transmits, endpoint events) this connection handed to the
+    /// endpoint task that it has not finished with; the connection task
+    /// stops producing at [`outbox_share`](Self::outbox_share) and is
+    /// woken when the count drops below it.
+    pub(crate) outbox: AtomicUsize,
+    /// Holds a slot in the accept queue until established or failed.
+    pub(crate) accept_reserved: AtomicBool,
     pub(crate) driver: Arc<DriverShared>,
+}
+
+/// The endpoint task's side of a connection task.
+#[derive(Default)]
+pub(crate) struct Mailbox {
+    pub(crate) events: VecDeque<ConnectionEvent>,
+    /// Send buffers back from the endpoint (at most the outbox share).
+    pub(crate) bufs: Vec<Vec<u8>>,
+    pub(crate) waker: Option<Waker>,
+    /// The endpoint removed the connection or shut down: the task ends.
+    pub(crate) stopped: bool,
 }
 
 impl std::fmt::Debug for ConnInner {
@@ -83,28 +117,124 @@ impl ConnInner {
                 datagrams_sent: 0,
                 datagrams_received: 0,
             }),
-            dirty: AtomicBool::new(false),
+            mailbox: Mutex::new(Mailbox::default()),
+            notified: AtomicBool::new(false),
+            outbox: AtomicUsize::new(0),
+            accept_reserved: AtomicBool::new(false),
             driver,
         })
+    }
+
+    /// How many outbox items one connection may have with the endpoint.
+    pub(crate) fn outbox_share(&self) -> usize {
+        self.driver.max_sends
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, ConnState> {
         lock(&self.state)
     }
 
-    /// Queues the connection for the driver (once until it is driven).
+    /// Wakes the connection task (once until it runs again).
     pub(crate) fn mark_dirty(self: &Arc<Self>) {
-        // AcqRel: pairs with the driver's `clear_dirty`; whoever flips it
-        // to true owns the single list entry.
-        if !self.dirty.swap(true, Ordering::AcqRel) {
-            self.driver.push_dirty(self.clone());
+        // AcqRel: pairs with the task's `begin_pass` store; whoever flips
+        // it to true wakes the task.
+        if !self.notified.swap(true, Ordering::AcqRel) {
+            let waker = lock(&self.mailbox).waker.clone();
+            if let Some(w) = waker {
+                // The connection task's own (spargio) waker, not user code.
+                w.wake();
+            }
         }
     }
 
-    /// Driver side: the connection left the dirty list; later changes
-    /// must queue it again.
-    pub(crate) fn clear_dirty(&self) {
-        self.dirty.store(false, Ordering::Release);
+    /// Connection task: clears the wake flag, registers its waker and
+    /// takes the send buffers that came back. Returns `false` once
+    /// stopped.
+    pub(crate) fn begin_pass(&self, waker: &Waker, bufs: &mut Vec<Vec<u8>>) -> bool {
+        // Cleared before draining: a `mark_dirty` after this point wakes
+        // the task again. The lock below orders the store before it.
+        self.notified.store(false, Ordering::Release);
+        let mut mb = lock(&self.mailbox);
+        if mb.stopped {
+            return false;
+        }
+        match &mb.waker {
+            Some(w) if w.will_wake(waker) => {}
+            _ => mb.waker = Some(waker.clone()),
+        }
+        bufs.append(&mut mb.bufs);
+        true
+    }
+
+    /// Connection task, under the connection lock: takes the delivered
+    /// datagrams (the endpoint's overflow path takes them under the same
+    /// lock, so they are handled in arrival order).
+    pub(crate) fn take_events(
+        &self,
+        _locked: &mut ConnState,
+        events: &mut VecDeque<ConnectionEvent>,
+    ) {
+        events.append(&mut lock(&self.mailbox).events);
+    }
+
+    /// Endpoint task: hands a received datagram's event to the connection
+    /// task (past [`EVENT_QUEUE_CAP`] queued ones it is handled here).
+    pub(crate) fn deliver(self: &Arc<Self>, event: ConnectionEvent) {
+        let overflow = {
+            let mut mb = lock(&self.mailbox);
+            if mb.stopped {
+                return;
+            }
+            if mb.events.len() < EVENT_QUEUE_CAP {
+                mb.events.push_back(event);
+                None
+            } else {
+                Some(event)
+            }
+        };
+        if let Some(event) = overflow {
+            // Under the connection lock, after the queued events (the
+            // task also takes them under it), so datagrams stay in order:
+            // quinn-proto takes reordering for loss.
+            let mut st = self.lock();
+            let queued = std::mem::take(&mut lock(&self.mailbox).events);
+            for ev in queued {
+                st.conn.handle_event(ev);
+            }
+            st.conn.handle_event(event);
+        }
+        self.mark_dirty();
+    }
+
+    /// Endpoint task: one outbox item is done (a transmit sent or
+    /// dropped, an endpoint event handled); `buf` goes back to the task.
+    pub(crate) fn outbox_done(self: &Arc<Self>, buf: Option<Vec<u8>>) {
+        let share = self.outbox_share();
+        if let Some(mut buf) = buf {
+            let mut mb = lock(&self.mailbox);
+            if mb.bufs.len() < share {
+                buf.clear();
+                mb.bufs.push(buf);
+            }
+        }
+        // AcqRel: the task reads the count before producing more.
+        if self.outbox.fetch_sub(1, Ordering::AcqRel) == share {
+            self.mark_dirty();
+        }
+    }
+
+    /// Endpoint task: the connection is gone (drained, or the driver
+    /// stopped); its task ends at its next poll.
+    pub(crate) fn stop(self: &Arc<Self>) {
+        let waker = {
+            let mut mb = lock(&self.mailbox);
+            mb.stopped = true;
+            mb.events.clear();
+            mb.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 
     /// One attempt of an operation: `f` runs under the lock; if it waits,

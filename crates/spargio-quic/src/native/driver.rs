@@ -66,6 +66,7 @@ impl NativeProtoDriver {
             options.owner_shard,
             local_addr,
             options.max_inflight_ops,
+            options.max_pending_transmits,
             accept.clone(),
         ));
         accept.driver_started();
@@ -84,6 +85,7 @@ impl NativeProtoDriver {
                 // the driver.
                 guard.shared = None;
                 DriverTask::new(
+                    task_handle.clone(),
                     task_shared,
                     udp,
                     server_config,
@@ -206,9 +208,21 @@ impl NativeProtoDriver {
         peer_chain(&conn)
     }
 
-    /// The driver's single timer.
+    /// The driver's connection timers: the earliest deadline among its
+    /// connections (each connection task arms its own) and how many fired.
     pub fn timer_state(&self) -> NativeProtoTimerState {
-        *lock(&self.shared.timer)
+        let conns: Vec<_> = lock(&self.shared.registry)
+            .values()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        let deadline = conns
+            .iter()
+            .filter_map(|c| c.lock().conn.poll_timeout())
+            .min();
+        NativeProtoTimerState {
+            deadline,
+            fires: lock(&self.shared.timer).fires,
+        }
     }
 
     /// Waits until the driver holds no connections (or has shut down).

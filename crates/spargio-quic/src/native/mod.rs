@@ -2,12 +2,19 @@
 //!
 //! # What it owns
 //!
-//! A *driver* ([`NativeProtoDriver`]) is one task pinned on its owner
-//! shard. It owns one UDP socket (all its ring operations go to that
-//! shard's ring), one `quinn_proto::Endpoint`, and the connections the
-//! endpoint created. Each connection is an [`conn::ConnInner`]: the
-//! `quinn_proto::Connection` plus the wakers of the operations waiting on
-//! it, behind one `Mutex` shared by the driver and the user handles.
+//! A *driver* ([`NativeProtoDriver`]) is one endpoint task pinned on its
+//! owner shard (`driver_task/`). It owns one UDP socket (its receives go
+//! to that shard's ring), one `quinn_proto::Endpoint`, and the table of
+//! the connections the endpoint created. Each connection is an
+//! [`conn::ConnInner`]: the `quinn_proto::Connection` plus the wakers of
+//! the operations waiting on it, behind one `Mutex` shared by its
+//! connection task and the user handles, and a small mailbox the
+//! endpoint task fills. Each connection has its own *connection task*
+//! (`conn_task.rs`, as quinn's `ConnectionDriver`), pinned at spawn on
+//! the shard with the fewest live connection tasks (ties: the endpoint's
+//! shard first), so the two ends of a loopback connection, or many
+//! connections, do their crypto on different shards while a connection
+//! alone stays next to its endpoint.
 //!
 //! # How data moves
 //!
@@ -20,43 +27,68 @@
 //!    `WouldBlock` (`closed()` waiters are exempt: only the local user
 //!    makes them and each is freed when its future ends).
 //! 2. A handle that changed the connection marks it dirty: the first
-//!    marker (an `AtomicBool`) pushes it on the driver's dirty list and
-//!    wakes the driver task, once until the driver drains the list
-//!    (`notified` flag). Requests that need the endpoint (connect,
-//!    configuration, shutdown) go through a bounded command queue.
-//! 3. The driver loop, per poll: drain commands and dirty connections;
-//!    poll the receives in flight (`receives_in_flight`, each into a slice
-//!    of a recycled arena) and feed each datagram to `Endpoint::handle`,
-//!    routing connection events and accepting new connections (refused
-//!    with `Incoming::refuse` when the accept backlog is full); poll the
-//!    sends in flight (at most `max_pending_transmits`; buffers recycled);
-//!    fire due timers; drive queued connections: endpoint events, then
-//!    `poll_transmit` into pooled buffers while send slots last, then
-//!    `poll()` application events, which select the waiters to wake; then
-//!    arm the single timer for the earliest connection deadline.
-//! 4. Wakers are collected under the connection lock and called after it
+//!    marker (the connection's `notified` flag) wakes its connection
+//!    task, once until the task starts its next pass. Requests that need
+//!    the endpoint (connect, configuration, shutdown) go through the
+//!    driver's bounded command queue and wake the endpoint task.
+//! 3. The endpoint task, per poll: drains commands and what connection
+//!    tasks handed it (endpoint events go to `Endpoint::handle_event`,
+//!    whose answers go back to the connection's mailbox; `Drained`
+//!    removes the connection and stops its task; transmits queue for a
+//!    send slot); polls the receives in flight (`receives_in_flight`,
+//!    each into a slice of a recycled arena) and handles the completed
+//!    ones in completion order (`udp::OrderedRecv`: handling them in
+//!    submission order reorders datagrams, which quinn-proto takes for
+//!    loss), feeding each datagram to `Endpoint::handle`: a connection
+//!    event goes to that connection's mailbox (bounded by
+//!    `conn::EVENT_QUEUE_CAP`; past it the endpoint task feeds it, and
+//!    the queued ones first, to quinn-proto itself under the connection
+//!    lock, so nothing is dropped or reordered) and wakes the connection
+//!    task; a new connection is accepted (refused with `Incoming::refuse`
+//!    when the accept backlog is full) and its task spawned; polls its
+//!    sends in flight (at most `max_pending_transmits`) and starts queued
+//!    ones.
+//! 4. A connection task, per pass: takes its mailbox (under the
+//!    connection lock, so datagrams keep their order), feeds the events
+//!    to `handle_event` (decryption), fires its own timer
+//!    (`handle_timeout`; one `spargio::time::Sleep` per connection),
+//!    then produces while its outbox share (`max_pending_transmits` items
+//!    handed to the endpoint or in flight) lasts: endpoint events go to
+//!    the endpoint task's outbox; `poll_transmit` (encryption) fills a
+//!    pooled buffer that the task sends itself, from its shard's ring,
+//!    through its shard's `dup` of the driver's socket (one per driver
+//!    and shard, closed with the last connection task using it). Under
+//!    fault injection, transmits go to the endpoint task instead (it
+//!    applies the faults). Then `poll()` application events select the
+//!    waiters to wake, and the task re-arms its timer. At the share it
+//!    stops producing until a send completes or the endpoint task
+//!    finishes an item (which wakes it).
+//! 5. Wakers are collected under the connection lock and called after it
 //!    is released, each inside `catch_unwind` (a panicking waker is
 //!    counted, not propagated).
 //!
 //! # Invariants
 //!
-//! - Only the driver task touches the `Endpoint`; lock order is
-//!   connection lock, then the driver's signal lock (the driver never
-//!   takes a connection lock while holding the signal lock).
-//! - A connection is in the dirty list at most once (its flag), so the
-//!   list is bounded by the connection count; the command queue by
-//!   `max_inflight_ops`; the accept queue by `accept_backlog`; the event
-//!   FIFO by [`NATIVE_EVENT_CAPACITY`] (oldest dropped, counted).
-//! - One timer wheel entry per driver: a min-heap of connection deadlines
-//!   (stale entries skipped) feeds one `spargio::time::Sleep`.
+//! - Only the endpoint task touches the `Endpoint`. Lock order:
+//!   connection lock, then its mailbox lock, then the driver's signal
+//!   lock; no task takes a connection lock while holding a mailbox or
+//!   signal lock.
+//! - Bounds: the command queue by `max_inflight_ops`; the accept queue by
+//!   `accept_backlog`; a connection's mailbox by `EVENT_QUEUE_CAP`
+//!   (overflow handled inline, above); the endpoint's outbox and send
+//!   queue by the connection count times `max_pending_transmits`; the
+//!   event FIFO by [`NATIVE_EVENT_CAPACITY`] (oldest dropped, counted).
 //! - Shutdown (last endpoint handle dropped, or
 //!   [`NativeProtoDriver::shutdown`]): every connection is closed with
-//!   code 0, the receives are dropped (spargio cancels them and keeps
-//!   their buffers until the kernel is done), the close packets are sent,
-//!   then the task ends and the socket is closed. Afterwards every
-//!   operation fails with `BrokenPipe`.
+//!   code 0 and its task stopped; the endpoint task produces their close
+//!   packets itself, drops the receives (spargio cancels them and keeps
+//!   their buffers until the kernel is done), sends the close packets,
+//!   then ends and closes the socket (a stopped connection task drops
+//!   its shard socket when it ends). Afterwards every operation fails
+//!   with `BrokenPipe`.
 
 pub(crate) mod conn;
+mod conn_task;
 mod driver;
 mod driver_task;
 mod faults;

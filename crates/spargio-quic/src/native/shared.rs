@@ -1,6 +1,6 @@
-//! What a driver shares with the handles on other shards: the command
-//! queue, the dirty-connection list, the driver task's waker, counters,
-//! and the endpoint's accept queue.
+//! What a driver shares with the handles and connection tasks on other
+//! shards: the command queue, the connection tasks' outbox, the driver
+//! task's waker, counters, and the endpoint's accept queue.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -79,13 +79,23 @@ pub(crate) enum Command {
     Shutdown,
 }
 
+/// What a connection task hands the endpoint task, in order.
+pub(crate) enum Outgoing {
+    /// A finished (GSO) batch to send.
+    Transmit(Vec<u8>, quinn_proto::Transmit),
+    /// An event for `Endpoint::handle_event`.
+    Event(quinn_proto::EndpointEvent),
+}
+
 /// Queued requests. Only connects queue up (bounded by
 /// `max_inflight_ops`); every other request replaces the pending one of
-/// its kind (the driver applies the latest), so they need no bound.
+/// its kind (the driver applies the latest), so they need no bound. The
+/// outbox is bounded by the connection count times each connection's
+/// share ([`ConnInner::outbox`]).
 #[derive(Default)]
 struct Signal {
     waker: Option<Waker>,
-    dirty: Vec<Arc<ConnInner>>,
+    outbox: Vec<(Arc<ConnInner>, Outgoing)>,
     connects: VecDeque<Command>,
     server_config: Option<Command>,
     faults: Option<Command>,
@@ -100,6 +110,12 @@ pub(crate) struct DriverShared {
     pub(crate) owner_shard: usize,
     pub(crate) local_addr: SocketAddr,
     pub(crate) max_inflight: usize,
+    /// Ring sends in flight at most (`max_pending_transmits`); also each
+    /// connection's outbox share.
+    pub(crate) max_sends: usize,
+    /// Fault injection is on: connection tasks send one datagram per
+    /// transmit (no GSO), so faults hit single datagrams.
+    pub(crate) faults_active: AtomicBool,
     signal: Mutex<Signal>,
     /// Set by `notify`, cleared by the driver before it drains `signal`:
     /// repeated notifications between two driver passes wake it once.
@@ -136,6 +152,7 @@ impl DriverShared {
         owner_shard: usize,
         local_addr: SocketAddr,
         max_inflight: usize,
+        max_sends: usize,
         accept: Arc<AcceptQueue>,
     ) -> DriverShared {
         DriverShared {
@@ -144,6 +161,8 @@ impl DriverShared {
             owner_shard,
             local_addr,
             max_inflight: max_inflight.max(1),
+            max_sends: max_sends.max(1),
+            faults_active: AtomicBool::new(false),
             signal: Mutex::new(Signal::default()),
             notified: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -228,11 +247,14 @@ impl DriverShared {
         Ok(())
     }
 
-    /// Adds `conn` to the connections the driver must drive (the caller
-    /// won its `dirty` flag, so each connection is listed at most once:
-    /// the list is bounded by the connection count).
-    pub(crate) fn push_dirty(&self, conn: Arc<ConnInner>) {
-        lock(&self.signal).dirty.push(conn);
+    /// Connection task: hands its transmits and endpoint events to the
+    /// endpoint task (each already counted in `conn.outbox`).
+    pub(crate) fn push_outgoing(&self, conn: &Arc<ConnInner>, items: &mut Vec<Outgoing>) {
+        {
+            let mut s = lock(&self.signal);
+            s.outbox
+                .extend(items.drain(..).map(|item| (conn.clone(), item)));
+        }
         self.notify();
     }
 
@@ -254,7 +276,7 @@ impl DriverShared {
     pub(crate) fn take_signal(
         &self,
         waker: &Waker,
-        dirty: &mut Vec<Arc<ConnInner>>,
+        outbox: &mut Vec<(Arc<ConnInner>, Outgoing)>,
         commands: &mut VecDeque<Command>,
     ) {
         // Cleared before draining: a `notify` after this point sees
@@ -266,7 +288,7 @@ impl DriverShared {
             Some(w) if w.will_wake(waker) => {}
             _ => s.waker = Some(waker.clone()),
         }
-        dirty.append(&mut s.dirty);
+        outbox.append(&mut s.outbox);
         // Configuration first, so connects made in the same pass use it;
         // shutdown last.
         let s = &mut *s;

@@ -217,9 +217,10 @@ pub enum NativeProtoEvent {
         /// The connection's stable id.
         connection_id: u64,
     },
-    /// The driver's timer fired.
+    /// A connection's timer fired.
     TimeoutFired {
-        /// How many connections' timers were due.
+        /// How many connections' timers were due (1: each connection
+        /// task reports its own).
         connections: usize,
     },
     /// A datagram over the tuning's `max_datagram_size` was rejected.
@@ -282,12 +283,12 @@ pub struct NativeProtoConnectionState {
     pub rtt: Duration,
 }
 
-/// The driver's single timer (one wheel entry per driver).
+/// The driver's connection timers (each connection task arms its own).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NativeProtoTimerState {
-    /// The armed deadline (the earliest connection timeout), if any.
+    /// The earliest connection timeout, if any.
     pub deadline: Option<Instant>,
-    /// How many times it fired.
+    /// How many connection timers fired.
     pub fires: u64,
 }
 

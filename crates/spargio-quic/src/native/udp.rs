@@ -8,11 +8,16 @@
 //! moves into the op and comes back with the completion, so the kernel
 //! never sees freed memory even if the driver drops an op mid-flight.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 
 use bytes::BytesMut;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -44,6 +49,86 @@ pub(crate) struct SendDone {
 }
 
 pub(crate) type RecvOp = Pin<Box<dyn Future<Output = RecvDone>>>;
+
+/// A receive in flight, with the order its completion arrived in.
+///
+/// Several receives on one socket may be in flight; the kernel fills
+/// them in the order it runs them, which need not be the order they were
+/// submitted, and posts each completion right after filling it. spargio
+/// wakes the operations in completion order, so the op's own waker
+/// stamps that order and the driver handles ready receives by stamp:
+/// handling them in any other order reorders the datagrams, which
+/// quinn-proto takes for loss (spurious retransmits, congestion-window
+/// cuts).
+pub(crate) struct OrderedRecv {
+    pub(crate) op: RecvOp,
+    stamp: Arc<RecvStamp>,
+    waker: Waker,
+}
+
+struct RecvStamp {
+    /// 0 until woken; then the wake's position in the process-wide order.
+    order: AtomicU64,
+    /// The driver task's waker.
+    task: Mutex<Option<Waker>>,
+}
+
+impl Wake for RecvStamp {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        // Relaxed: the stamp orders wakes that spargio makes in sequence
+        // on the op's shard; the task reads it after being woken.
+        let _ = self.order.compare_exchange(
+            0,
+            NEXT.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(w) = task {
+            // The driver task's own (spargio) waker.
+            w.wake();
+        }
+    }
+}
+
+impl OrderedRecv {
+    fn new(op: RecvOp) -> OrderedRecv {
+        let stamp = Arc::new(RecvStamp {
+            order: AtomicU64::new(0),
+            task: Mutex::new(None),
+        });
+        OrderedRecv {
+            op,
+            waker: Waker::from(stamp.clone()),
+            stamp,
+        }
+    }
+
+    /// Polls the receive on behalf of the task woken by `cx`.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<RecvDone> {
+        {
+            let mut task = self.stamp.task.lock().unwrap_or_else(|e| e.into_inner());
+            match &*task {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => *task = Some(cx.waker().clone()),
+            }
+        }
+        self.op.as_mut().poll(&mut Context::from_waker(&self.waker))
+    }
+
+    /// When its completion was signalled (`u64::MAX` if never woken).
+    pub(crate) fn order(&self) -> u64 {
+        match self.stamp.order.load(Ordering::Relaxed) {
+            0 => u64::MAX,
+            n => n,
+        }
+    }
+}
 pub(crate) type SendOp = Pin<Box<dyn Future<Output = SendDone>>>;
 
 /// Bytes one receive may carry without GRO (one datagram; quinn-proto's
@@ -107,6 +192,34 @@ fn set_pmtu_probe(socket: &Socket, v4: bool) -> io::Result<()> {
     }
 }
 
+thread_local! {
+    /// Per shard thread: each driver's socket for connection tasks on
+    /// this shard (a `dup` of the driver's socket, its ring operations on
+    /// this shard's ring). Weak: the fd closes when the last connection
+    /// task of that driver on this shard ends.
+    static SHARD_SOCKETS: RefCell<HashMap<u64, Weak<UdpIo>>> = RefCell::new(HashMap::new());
+}
+
+/// The socket connection tasks of driver `driver_id` on the calling shard
+/// send with: the shard's live one, or `dup` wrapped for this shard.
+pub(crate) fn shard_socket(
+    handle: &RuntimeHandle,
+    driver_id: u64,
+    dup: std::net::UdpSocket,
+    offload: bool,
+) -> io::Result<Rc<UdpIo>> {
+    SHARD_SOCKETS.with(|m| {
+        let mut m = m.borrow_mut();
+        if let Some(live) = m.get(&driver_id).and_then(Weak::upgrade) {
+            return Ok(live);
+        }
+        m.retain(|_, w| w.strong_count() > 0);
+        let io = Rc::new(UdpIo::new(handle, dup, offload)?);
+        m.insert(driver_id, Rc::downgrade(&io));
+        Ok(io)
+    })
+}
+
 /// The driver's socket (owned by the driver task on its shard).
 pub(crate) struct UdpIo {
     sock: Rc<UdpSocket>,
@@ -143,6 +256,20 @@ impl UdpIo {
         }
     }
 
+    /// A `dup` of the socket (the same socket, another fd) for another
+    /// shard's connection tasks.
+    pub(crate) fn dup(&self) -> io::Result<std::net::UdpSocket> {
+        use std::os::fd::AsFd;
+        Ok(std::net::UdpSocket::from(
+            self.sock.as_fd().try_clone_to_owned()?,
+        ))
+    }
+
+    /// Whether segmentation offload was requested.
+    pub(crate) fn offload(&self) -> bool {
+        self.offload
+    }
+
     /// Whether receives may coalesce datagrams (GRO).
     pub(crate) fn gro(&self) -> bool {
         self.gro
@@ -159,9 +286,9 @@ impl UdpIo {
 
     /// Starts a receive into `buf`'s spare capacity (`buf` must be empty
     /// with at least [`recv_size`](Self::recv_size) capacity).
-    pub(crate) fn recv(&self, buf: BytesMut) -> RecvOp {
+    pub(crate) fn recv(&self, buf: BytesMut) -> OrderedRecv {
         let sock = self.sock.clone();
-        Box::pin(async move {
+        OrderedRecv::new(Box::pin(async move {
             let (res, buf) = sock.recv_msg_owned(buf).await;
             RecvDone {
                 res: res.map(|m| RecvMeta {
@@ -173,7 +300,7 @@ impl UdpIo {
                 }),
                 buf,
             }
-        })
+        }))
     }
 
     /// Starts a send of `buf` to `dst` (one datagram, or GSO segments of
@@ -192,5 +319,31 @@ impl UdpIo {
             let (res, buf) = sock.send_msg_owned(buf, dst, segment_size, ecn).await;
             SendDone { res, buf }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending_recv() -> OrderedRecv {
+        OrderedRecv::new(Box::pin(std::future::pending()))
+    }
+
+    #[test]
+    fn receives_are_ordered_by_completion_wake_not_submission() {
+        let (a, b) = (pending_recv(), pending_recv());
+        assert_eq!(a.order(), u64::MAX);
+        // The later-submitted receive completes first.
+        b.waker.wake_by_ref();
+        a.waker.wake_by_ref();
+        assert!(b.order() < a.order());
+        // A second wake keeps the first stamp.
+        let first = b.order();
+        b.waker.wake_by_ref();
+        assert_eq!(b.order(), first);
+        let mut ready = [(a.order(), 'a'), (b.order(), 'b')];
+        ready.sort_by_key(|r| r.0);
+        assert_eq!(ready.map(|r| r.1), ['b', 'a']);
     }
 }

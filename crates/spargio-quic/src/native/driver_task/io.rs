@@ -11,6 +11,7 @@ use bytes::BytesMut;
 use quinn_proto::{DatagramEvent, Incoming, Transmit};
 
 use super::{tuned_transport, DriverTask, RECV_ARENA};
+use crate::native::conn::ConnInner;
 use crate::native::faults::Egress;
 use crate::native::types::NativeProtoEvent;
 use crate::native::udp::{RecvDone, SendDone};
@@ -18,7 +19,7 @@ use crate::native::udp::{RecvDone, SendDone};
 impl DriverTask {
     // ===== receive path =====
 
-    pub(super) fn on_recv(&mut self, slot: usize, done: RecvDone) {
+    pub(super) fn on_recv(&mut self, done: RecvDone) {
         let RecvDone { res, mut buf } = done;
         match res {
             Ok(meta) => {
@@ -53,10 +54,10 @@ impl DriverTask {
                     .fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.rearm(slot, buf);
+        self.rearm(buf);
     }
 
-    pub(super) fn rearm(&mut self, slot: usize, mut buf: BytesMut) {
+    pub(super) fn rearm(&mut self, mut buf: BytesMut) {
         if self.shutting_down {
             return;
         }
@@ -67,7 +68,7 @@ impl DriverTask {
             // every slice of it, and allocates a fresh one otherwise.
             buf.reserve(RECV_ARENA.max(need));
         }
-        self.recvs[slot] = Some(self.udp.recv(buf));
+        self.recvs.push_back(self.udp.recv(buf));
     }
 
     pub(super) fn handle_datagram(
@@ -86,9 +87,8 @@ impl DriverTask {
         {
             Some(DatagramEvent::ConnectionEvent(ch, event)) => {
                 self.send_pool.push(response);
-                if let Some(meta) = self.conns.get(&ch.0) {
-                    meta.inner.lock().conn.handle_event(event);
-                    self.queue(ch.0);
+                if let Some(inner) = self.conns.get(&ch.0) {
+                    inner.deliver(event);
                 }
             }
             Some(DatagramEvent::NewConnection(incoming)) => {
@@ -100,7 +100,7 @@ impl DriverTask {
                     .counters
                     .stateless_responses
                     .fetch_add(1, Ordering::Relaxed);
-                self.send_transmit(response, t, false)
+                self.send_transmit(None, response, t, false)
             }
             None => {
                 self.send_pool.push(response);
@@ -129,7 +129,7 @@ impl DriverTask {
                 .fetch_add(1, Ordering::Relaxed);
             self.shared
                 .event(NativeProtoEvent::IncomingRefused { remote });
-            self.send_transmit(buf, t, false);
+            self.send_transmit(None, buf, t, false);
             return;
         }
         let config = tuned_transport(&self.tuning).and_then(|t| {
@@ -145,7 +145,7 @@ impl DriverTask {
             Err(e) => {
                 self.shared.accept.release();
                 match e.response {
-                    Some(t) => self.send_transmit(buf, t, false),
+                    Some(t) => self.send_transmit(None, buf, t, false),
                     None => self.send_pool.push(buf),
                 }
             }
@@ -154,18 +154,48 @@ impl DriverTask {
 
     // ===== send path =====
 
-    /// Sends (or, under fault injection, drops or holds) one transmit.
-    pub(super) fn send_transmit(&mut self, mut buf: Vec<u8>, t: Transmit, from_conn: bool) {
+    /// Starts queued transmits while send slots last.
+    pub(super) fn flush_pending(&mut self) -> bool {
+        let mut any = false;
+        while self.sends.len() < self.max_sends {
+            let Some((owner, buf, t)) = self.pending.pop_front() else {
+                break;
+            };
+            let from_conn = owner.is_some() || self.shutting_down;
+            self.send_transmit(owner, buf, t, from_conn);
+            any = true;
+        }
+        if self.sends.len() < self.max_sends {
+            if let Some((buf, dst)) = self.held.take() {
+                self.start_send(None, buf, dst, None);
+            }
+        }
+        any
+    }
+
+    /// Sends (or, under fault injection, drops or holds) one transmit;
+    /// `owner` is the connection it counts against.
+    pub(super) fn send_transmit(
+        &mut self,
+        owner: Option<Arc<ConnInner>>,
+        mut buf: Vec<u8>,
+        t: Transmit,
+        from_conn: bool,
+    ) {
         buf.truncate(t.size);
         if from_conn && self.faults.is_active() {
             match self.faults.egress(&self.shared.fault_counters) {
                 Egress::Drop => {
-                    self.recycle(buf);
+                    self.release(owner, buf);
                     return;
                 }
                 Egress::Hold => {
+                    // The held copy is the endpoint's from here on.
+                    if let Some(owner) = owner {
+                        owner.outbox_done(None);
+                    }
                     if let Some((prev, dst)) = self.held.replace((buf, t.destination)) {
-                        self.start_send(prev, dst, None);
+                        self.start_send(None, prev, dst, None);
                     }
                     return;
                 }
@@ -173,25 +203,36 @@ impl DriverTask {
             }
         }
         let ecn = t.ecn.map(|e| e as u8);
-        self.start_send_ecn(buf, t.destination, t.segment_size, ecn);
+        self.start_send_ecn(owner, buf, t.destination, t.segment_size, ecn);
         if from_conn {
             if let Some((prev, dst)) = self.held.take() {
-                self.start_send(prev, dst, None);
+                self.start_send(None, prev, dst, None);
             }
+        }
+    }
+
+    /// A transmit is done: its buffer goes back to its connection (or the
+    /// endpoint's pool).
+    fn release(&mut self, owner: Option<Arc<ConnInner>>, buf: Vec<u8>) {
+        match owner {
+            Some(inner) => inner.outbox_done(Some(buf)),
+            None => self.recycle(buf),
         }
     }
 
     pub(super) fn start_send(
         &mut self,
+        owner: Option<Arc<ConnInner>>,
         buf: Vec<u8>,
         dst: SocketAddr,
         segment_size: Option<usize>,
     ) {
-        self.start_send_ecn(buf, dst, segment_size, None);
+        self.start_send_ecn(owner, buf, dst, segment_size, None);
     }
 
     pub(super) fn start_send_ecn(
         &mut self,
+        owner: Option<Arc<ConnInner>>,
         buf: Vec<u8>,
         dst: SocketAddr,
         segment_size: Option<usize>,
@@ -206,7 +247,8 @@ impl DriverTask {
             .fetch_add(segments as u64, Ordering::Relaxed);
         c.bytes_sent.fetch_add(buf.len() as u64, Ordering::Relaxed);
         c.send_ops.fetch_add(1, Ordering::Relaxed);
-        self.sends.push(self.udp.send(buf, dst, segment_size, ecn));
+        self.sends
+            .push((self.udp.send(buf, dst, segment_size, ecn), owner));
     }
 
     pub(super) fn recycle(&mut self, mut buf: Vec<u8>) {
@@ -220,16 +262,21 @@ impl DriverTask {
         let mut progress = false;
         let mut i = 0;
         while i < self.sends.len() {
-            match self.sends[i].as_mut().poll(cx) {
+            match self.sends[i].0.as_mut().poll(cx) {
                 Poll::Ready(SendDone { res, buf }) => {
                     if res.is_err() {
                         self.shared
                             .counters
                             .send_errors
                             .fetch_add(1, Ordering::Relaxed);
+                        // spargio may have turned GSO off for good.
+                        self.shared
+                            .max_gso_segments
+                            .store(self.udp.max_segments(), Ordering::Relaxed);
                     }
-                    drop(self.sends.swap_remove(i));
-                    self.recycle(buf);
+                    let (op, owner) = self.sends.swap_remove(i);
+                    drop(op);
+                    self.release(owner, buf);
                     progress = true;
                 }
                 Poll::Pending => i += 1,

@@ -1,14 +1,13 @@
-//! The driver task: one `quinn_proto::Endpoint` and its connections on
-//! the owner shard. See the module header in `native/mod.rs` for the
-//! loop's steps. This file holds the task's state, its commands and its
-//! poll loop; `io.rs` the receive and send paths, `conns.rs` connection
-//! driving and timers.
+//! The driver (endpoint) task: one `quinn_proto::Endpoint` and the UDP
+//! socket on the owner shard. See the module header in `native/mod.rs`
+//! for the loop's steps. This file holds the task's state, its commands
+//! and its poll loop; `io.rs` the receive and send paths, `conns.rs`
+//! registration, what connection tasks hand back, removal and the end.
 
 mod conns;
 mod io;
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -18,15 +17,15 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use quinn_proto::{ConnectionHandle, ServerConfig, VarInt};
-use spargio::time::Sleep;
+use quinn_proto::{ServerConfig, Transmit, VarInt};
+use spargio::RuntimeHandle;
 
 use crate::error::{driver_closed, from_connect_error};
 use crate::native::conn::ConnInner;
 use crate::native::faults::{Faults, NativeProtoFaultSpec};
-use crate::native::shared::{lock, Command, DriverShared};
-use crate::native::types::{NativeProtoEvent, NativeProtoTransportTuning};
-use crate::native::udp::{RecvOp, SendOp, UdpIo};
+use crate::native::shared::{Command, DriverShared, Outgoing};
+use crate::native::types::NativeProtoTransportTuning;
+use crate::native::udp::{OrderedRecv, RecvDone, SendOp, UdpIo};
 
 /// Loop rounds per poll before yielding to the shard's other tasks.
 const MAX_ROUNDS: usize = 32;
@@ -35,35 +34,29 @@ const MAX_ROUNDS: usize = 32;
 /// packets until the application reads the stream data in them).
 const RECV_ARENA: usize = 1024 * 1024;
 
-/// The most bytes one GSO send may carry (an IPv4 UDP payload is at most
-/// 65,507 bytes; `EMSGSIZE` past it).
-const MAX_GSO_BYTES: usize = 65_000;
-
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
-struct ConnMeta {
-    inner: Arc<ConnInner>,
-    deadline: Option<Instant>,
-    /// Holds a slot in the accept queue until established or failed.
-    accept_reserved: bool,
-    /// Sits in `to_drive`.
-    queued: bool,
-}
+/// A transmit waiting for a send slot, with the connection it counts
+/// against (none: the endpoint's own responses and close packets).
+type PendingSend = (Option<Arc<ConnInner>>, Vec<u8>, Transmit);
 
 pub(crate) struct DriverTask {
+    handle: RuntimeHandle,
     shared: Arc<DriverShared>,
     endpoint: quinn_proto::Endpoint,
     server_config: Option<Arc<ServerConfig>>,
-    conns: HashMap<usize, ConnMeta>,
+    conns: HashMap<usize, Arc<ConnInner>>,
     udp: UdpIo,
-    recvs: Vec<Option<RecvOp>>,
-    sends: Vec<SendOp>,
+    /// Receives in flight, in submission order.
+    recvs: VecDeque<OrderedRecv>,
+    /// How many receives to keep in flight.
+    receives: usize,
+    recv_done: Vec<(u64, RecvDone)>,
+    sends: Vec<(SendOp, Option<Arc<ConnInner>>)>,
     max_sends: usize,
+    pending: VecDeque<PendingSend>,
     send_pool: Vec<Vec<u8>>,
-    timer: Option<Sleep>,
-    deadlines: BinaryHeap<Reverse<(Instant, usize)>>,
-    to_drive: VecDeque<usize>,
-    dirty_buf: Vec<Arc<ConnInner>>,
+    out_buf: Vec<(Arc<ConnInner>, Outgoing)>,
     cmd_buf: VecDeque<Command>,
     wakers: Vec<Waker>,
     faults: Faults,
@@ -86,6 +79,7 @@ impl Drop for DriverTask {
 
 impl DriverTask {
     pub(crate) fn new(
+        handle: RuntimeHandle,
         shared: Arc<DriverShared>,
         udp: UdpIo,
         server_config: Option<Arc<ServerConfig>>,
@@ -104,19 +98,20 @@ impl DriverTask {
         shared.gro.store(udp.gro(), Ordering::Relaxed);
         let tuning = shared.tuning();
         DriverTask {
+            handle,
             shared,
             endpoint,
             server_config,
             conns: HashMap::new(),
             udp,
-            recvs: (0..receives.max(1)).map(|_| None).collect(),
+            recvs: VecDeque::new(),
+            receives: receives.max(1),
+            recv_done: Vec::new(),
             sends: Vec::with_capacity(max_sends),
             max_sends: max_sends.max(1),
+            pending: VecDeque::new(),
             send_pool: Vec::new(),
-            timer: None,
-            deadlines: BinaryHeap::new(),
-            to_drive: VecDeque::new(),
-            dirty_buf: Vec::new(),
+            out_buf: Vec::new(),
             cmd_buf: VecDeque::new(),
             wakers: Vec::new(),
             faults: Faults::new(NativeProtoFaultSpec::none()),
@@ -170,12 +165,17 @@ impl DriverTask {
                 self.endpoint.set_server_config(config.clone());
                 self.server_config = config;
             }
-            Command::SetFaults(spec) => self.faults = Faults::new(spec),
+            Command::SetFaults(spec) => {
+                self.faults = Faults::new(spec);
+                self.shared
+                    .faults_active
+                    .store(self.faults.is_active(), Ordering::Relaxed);
+            }
             Command::SetTuning(tuning) => {
                 self.tuning = tuning;
-                for meta in self.conns.values() {
-                    apply_windows(&meta.inner, &tuning);
-                    meta.inner.mark_dirty();
+                for inner in self.conns.values() {
+                    apply_windows(inner, &tuning);
+                    inner.mark_dirty();
                 }
             }
             Command::CloseAll { code, reason } => {
@@ -188,6 +188,7 @@ impl DriverTask {
                     self.shutting_down = true;
                     self.endpoint.set_server_config(None);
                     self.close_all(VarInt::from_u32(0), Bytes::new());
+                    self.flush_closing();
                     // Dropping the receive ops cancels them on the ring;
                     // their buffers stay owned by the op until it ends.
                     self.recvs.clear();
@@ -197,49 +198,9 @@ impl DriverTask {
     }
 
     fn close_all(&mut self, code: VarInt, reason: Bytes) {
-        let inners: Vec<_> = self.conns.values().map(|m| m.inner.clone()).collect();
+        let inners: Vec<_> = self.conns.values().cloned().collect();
         for inner in inners {
             inner.close(code, reason.clone());
-        }
-    }
-
-    fn register(
-        &mut self,
-        ch: ConnectionHandle,
-        conn: quinn_proto::Connection,
-        accept_reserved: bool,
-    ) -> Arc<ConnInner> {
-        // Relaxed: a unique id.
-        let id = NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed);
-        let inner = ConnInner::new(id, ch, conn, self.shared.clone());
-        apply_windows(&inner, &self.tuning);
-        lock(&self.shared.registry).insert(id, Arc::downgrade(&inner));
-        self.conns.insert(
-            ch.0,
-            ConnMeta {
-                inner: inner.clone(),
-                deadline: None,
-                accept_reserved,
-                queued: false,
-            },
-        );
-        self.shared
-            .connections
-            .store(self.conns.len(), Ordering::Relaxed);
-        let c = &self.shared.counters;
-        c.registrations.fetch_add(1, Ordering::Relaxed);
-        self.shared
-            .event(NativeProtoEvent::ConnectionRegistered { connection_id: id });
-        self.queue(ch.0);
-        inner
-    }
-
-    fn queue(&mut self, ch: usize) {
-        if let Some(meta) = self.conns.get_mut(&ch) {
-            if !meta.queued {
-                meta.queued = true;
-                self.to_drive.push_back(ch);
-            }
         }
     }
 }
@@ -252,44 +213,41 @@ impl Future for DriverTask {
         for _ in 0..MAX_ROUNDS {
             let mut progress = false;
             let shared = this.shared.clone();
-            shared.take_signal(cx.waker(), &mut this.dirty_buf, &mut this.cmd_buf);
+            shared.take_signal(cx.waker(), &mut this.out_buf, &mut this.cmd_buf);
             while let Some(cmd) = this.cmd_buf.pop_front() {
                 this.on_command(cmd);
                 progress = true;
             }
-            for conn in std::mem::take(&mut this.dirty_buf) {
-                conn.clear_dirty();
-                let current = this
-                    .conns
-                    .get(&conn.ch.0)
-                    .is_some_and(|m| Arc::ptr_eq(&m.inner, &conn));
-                if current {
-                    this.queue(conn.ch.0);
-                    progress = true;
+            progress |= this.take_outgoing();
+            while !this.shutting_down && this.recvs.len() < this.receives {
+                this.rearm(BytesMut::new());
+            }
+            // Completed receives are handled in completion order (see
+            // `OrderedRecv`).
+            let mut i = 0;
+            while i < this.recvs.len() {
+                match this.recvs[i].poll(cx) {
+                    Poll::Ready(done) => {
+                        let order = this.recvs[i].order();
+                        drop(this.recvs.remove(i));
+                        this.recv_done.push((order, done));
+                    }
+                    Poll::Pending => i += 1,
                 }
             }
-            for slot in 0..this.recvs.len() {
-                if this.recvs[slot].is_none() {
-                    let buf = BytesMut::new();
-                    this.rearm(slot, buf);
-                }
-                let Some(op) = this.recvs.get_mut(slot).and_then(Option::as_mut) else {
-                    continue;
-                };
-                if let Poll::Ready(done) = op.as_mut().poll(cx) {
-                    this.recvs[slot] = None;
-                    this.on_recv(slot, done);
-                    progress = true;
-                }
+            this.recv_done.sort_by_key(|d| d.0);
+            let mut done = std::mem::take(&mut this.recv_done);
+            for (_, d) in done.drain(..) {
+                this.on_recv(d);
+                progress = true;
             }
+            this.recv_done = done;
             progress |= this.poll_sends(cx);
-            progress |= this.fire_timers();
-            progress |= this.drive_queued();
-            if this.shutting_down && this.sends.is_empty() && this.to_drive.is_empty() {
+            progress |= this.flush_pending();
+            if this.shutting_down && this.sends.is_empty() && this.pending.is_empty() {
                 this.finish();
                 return Poll::Ready(());
             }
-            progress |= this.poll_timer(cx);
             if !progress {
                 return Poll::Pending;
             }
@@ -329,12 +287,4 @@ fn apply_windows(inner: &ConnInner, tuning: &NativeProtoTransportTuning) {
     if let Ok(v) = VarInt::from_u64(tuning.receive_window) {
         st.conn.set_receive_window(v);
     }
-}
-
-fn peer_certs(conn: &quinn_proto::Connection) -> Option<Vec<Vec<u8>>> {
-    let any = conn.crypto_session().peer_identity()?;
-    let certs = any
-        .downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>()
-        .ok()?;
-    Some(certs.iter().map(|c| c.as_ref().to_vec()).collect())
 }

@@ -1,0 +1,397 @@
+//! A connection task: one per connection, separate from the endpoint
+//! task, as quinn's `ConnectionDriver` is. It is pinned on the shard with
+//! the fewest live connection tasks of this process at spawn time (ties:
+//! the shards after the endpoint's, in turn), so the two ends of a
+//! loopback connection, or many connections, do their crypto on different
+//! shards. (Stealable tasks follow their waker, and every wake of a
+//! connection task comes from its endpoint task: they would all gather on
+//! the endpoint's shard.)
+//!
+//! It owns the connection's protocol work: it feeds the datagrams the
+//! endpoint task delivered to `Connection::handle_event` (decryption),
+//! fires the connection's timer (`handle_timeout`, its own
+//! `spargio::time::Sleep`), and produces: endpoint events and finished
+//! (GSO) transmits (encryption) go to the endpoint task's outbox, at most
+//! the connection's outbox share at a time (backpressure: it stops
+//! calling `poll_endpoint_events`/`poll_transmit` at the share and the
+//! endpoint task wakes it when an item is done); application events
+//! (`poll()`) select the waiters to wake, which are called after the
+//! connection lock is released, each inside `catch_unwind`.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use std::rc::Rc;
+
+use quinn_proto::{ConnectionEvent, Event, StreamEvent, Transmit};
+use spargio::time::Sleep;
+
+use super::conn::{wake_counted, ConnInner, ConnState};
+use super::shared::{lock, Outgoing};
+use super::types::NativeProtoEvent;
+use super::udp::{shard_socket, SendDone, SendOp, UdpIo};
+use super::waiters::WaitKind;
+
+/// Passes per poll before yielding to the shard's other tasks.
+const MAX_ROUNDS: usize = 16;
+
+/// The most bytes one GSO send may carry (an IPv4 UDP payload is at most
+/// 65,507 bytes; `EMSGSIZE` past it).
+const MAX_GSO_BYTES: usize = 65_000;
+
+/// Live connection tasks per shard (index modulo the array length), for
+/// placement only.
+static LIVE: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
+
+/// Starts `inner`'s task on the least-occupied shard; `dup` is a `dup`
+/// of the driver's socket for the task to send with (from that shard's
+/// ring) if the shard has none for this driver yet.
+pub(crate) fn spawn(
+    handle: &spargio::RuntimeHandle,
+    inner: Arc<ConnInner>,
+    dup: Option<std::net::UdpSocket>,
+    offload: bool,
+) -> io::Result<()> {
+    let n = handle.shard_count().max(1);
+    let owner = inner.driver.owner_shard;
+    let shard = (0..n)
+        .map(|i| (owner + i) % n)
+        // Relaxed: a placement heuristic.
+        .min_by_key(|&s| LIVE[s % LIVE.len()].load(Ordering::Relaxed))
+        .unwrap_or(owner);
+    let count = LiveCount::new(shard);
+    let h = handle.clone();
+    let spawned = handle.spawn_local_on(shard, move |_ctx| async move {
+        // Built here, on its shard: the socket's ring is this shard's.
+        let udp = dup.and_then(|d| shard_socket(&h, inner.driver.id, d, offload).ok());
+        ConnTask::new(inner, udp, count).await
+    });
+    match spawned {
+        Ok(join) => {
+            drop(join); // detached: it ends when stopped
+            Ok(())
+        }
+        // The closure (and its count) was dropped.
+        Err(e) => Err(io::Error::other(e)),
+    }
+}
+
+/// One live connection task on a shard (for placement).
+struct LiveCount(usize);
+
+impl LiveCount {
+    fn new(shard: usize) -> LiveCount {
+        LIVE[shard % LIVE.len()].fetch_add(1, Ordering::Relaxed);
+        LiveCount(shard)
+    }
+}
+
+impl Drop for LiveCount {
+    fn drop(&mut self) {
+        LIVE[self.0 % LIVE.len()].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+pub(crate) struct ConnTask {
+    inner: Arc<ConnInner>,
+    /// This shard's socket of the driver: transmits are sent from here
+    /// (none: they go through the endpoint task).
+    udp: Option<Rc<UdpIo>>,
+    /// Sends in flight on this shard's ring (they count against the
+    /// outbox share too).
+    sends: Vec<SendOp>,
+    _count: LiveCount,
+    timer: Option<Sleep>,
+    events: VecDeque<ConnectionEvent>,
+    bufs: Vec<Vec<u8>>,
+    out: Vec<Outgoing>,
+    wakers: Vec<Waker>,
+    /// The handshake completed (reported once).
+    established: bool,
+}
+
+/// What one pass changed beyond the connection itself.
+#[derive(Default)]
+struct PassOutcome {
+    established_now: bool,
+    lost: bool,
+    deadline: Option<Instant>,
+}
+
+impl ConnTask {
+    fn new(inner: Arc<ConnInner>, udp: Option<Rc<UdpIo>>, count: LiveCount) -> ConnTask {
+        ConnTask {
+            inner,
+            udp,
+            sends: Vec::new(),
+            _count: count,
+            timer: None,
+            events: VecDeque::new(),
+            bufs: Vec::new(),
+            out: Vec::new(),
+            wakers: Vec::new(),
+            established: false,
+        }
+    }
+
+    /// Room left in this connection's outbox share (its own sends in
+    /// flight included).
+    fn room(&self) -> bool {
+        // Acquire: pairs with the endpoint's `outbox_done`.
+        self.inner.outbox.load(Ordering::Acquire) + self.sends.len() < self.inner.outbox_share()
+    }
+
+    /// Sends `buf` from this shard, or hands it to the endpoint task
+    /// (under fault injection, which the endpoint applies, or without a
+    /// socket here).
+    fn transmit(&mut self, direct: bool, mut buf: Vec<u8>, t: Transmit) {
+        let Some(udp) = self.udp.as_ref().filter(|_| direct) else {
+            self.push(Outgoing::Transmit(buf, t));
+            return;
+        };
+        buf.truncate(t.size);
+        let c = &self.inner.driver.counters;
+        let segments = match t.segment_size {
+            Some(s) if s > 0 => buf.len().div_ceil(s),
+            _ => 1,
+        };
+        // Relaxed: statistics.
+        c.datagrams_sent
+            .fetch_add(segments as u64, Ordering::Relaxed);
+        c.bytes_sent.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        c.send_ops.fetch_add(1, Ordering::Relaxed);
+        let ecn = t.ecn.map(|e| e as u8);
+        self.sends
+            .push(udp.send(buf, t.destination, t.segment_size, ecn));
+    }
+
+    /// Polls this task's sends; returns whether any completed.
+    fn poll_sends(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut done = false;
+        let mut i = 0;
+        while i < self.sends.len() {
+            match self.sends[i].as_mut().poll(cx) {
+                Poll::Ready(SendDone { res, mut buf }) => {
+                    if res.is_err() {
+                        // Relaxed: statistics.
+                        self.inner
+                            .driver
+                            .counters
+                            .send_errors
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    drop(self.sends.swap_remove(i));
+                    if self.bufs.len() < self.inner.outbox_share() {
+                        buf.clear();
+                        self.bufs.push(buf);
+                    }
+                    done = true;
+                }
+                Poll::Pending => i += 1,
+            }
+        }
+        done
+    }
+
+    fn push(&mut self, item: Outgoing) {
+        self.inner.outbox.fetch_add(1, Ordering::AcqRel);
+        self.out.push(item);
+    }
+
+    fn endpoint_events(&mut self, st: &mut ConnState) {
+        while self.room() {
+            match st.conn.poll_endpoint_events() {
+                Some(ev) => self.push(Outgoing::Event(ev)),
+                None => break,
+            }
+        }
+    }
+
+    /// One pass over the connection; returns its next deadline.
+    fn pass(&mut self, timer_due: bool) -> PassOutcome {
+        let inner = self.inner.clone();
+        let shared = &inner.driver;
+        let now = Instant::now();
+        let faults = shared.faults_active.load(Ordering::Relaxed);
+        let direct = !faults && self.udp.is_some();
+        let max_segments = match &self.udp {
+            _ if faults => 1,
+            Some(udp) => udp.max_segments(),
+            None => shared.max_gso_segments.load(Ordering::Relaxed).max(1),
+        };
+        let mut out = PassOutcome::default();
+        let mut st = inner.lock();
+        inner.take_events(&mut st, &mut self.events);
+        for ev in self.events.drain(..) {
+            st.conn.handle_event(ev);
+        }
+        if timer_due {
+            st.conn.handle_timeout(now);
+        }
+        // A GSO send's datagrams must fit one UDP payload (64 KiB).
+        let max_segments =
+            max_segments.min((MAX_GSO_BYTES / st.conn.current_mtu() as usize).max(1));
+        for _ in 0..2 {
+            self.endpoint_events(&mut st);
+            while self.room() {
+                let mut buf = self.bufs.pop().unwrap_or_default();
+                buf.clear();
+                match st.conn.poll_transmit(now, max_segments, &mut buf) {
+                    Some(t) => self.transmit(direct, buf, t),
+                    None => {
+                        self.bufs.push(buf);
+                        break;
+                    }
+                }
+            }
+            let mut events = false;
+            while let Some(ev) = st.conn.poll() {
+                events = true;
+                self.on_event(&mut st, ev, &mut out);
+            }
+            if !events {
+                break;
+            }
+        }
+        // Application events can queue endpoint events (the `Drained` one
+        // included): forward them.
+        self.endpoint_events(&mut st);
+        if st.error.is_some() {
+            // Locally closed connections have no ConnectionLost event:
+            // wake whatever registered since.
+            st.waiters.take_all(&mut self.wakers);
+        }
+        out.deadline = st.conn.poll_timeout();
+        drop(st);
+        if !self.out.is_empty() {
+            shared.push_outgoing(&inner, &mut self.out);
+        }
+        wake_counted(shared, &mut self.wakers);
+        out
+    }
+
+    fn on_event(&mut self, st: &mut ConnState, ev: Event, out: &mut PassOutcome) {
+        match ev {
+            Event::Connected => {
+                st.established = true;
+                out.established_now = true;
+                st.peer_certs = peer_certs(&st.conn);
+                st.waiters.take(WaitKind::Connected, &mut self.wakers);
+            }
+            Event::ConnectionLost { reason } => {
+                if st.error.is_none() {
+                    st.error = Some(reason);
+                }
+                out.lost = true;
+                st.waiters.take_all(&mut self.wakers);
+            }
+            Event::Stream(se) => {
+                let kind = match se {
+                    StreamEvent::Opened { dir } => WaitKind::Accept(dir),
+                    StreamEvent::Readable { id } => WaitKind::Read(id),
+                    StreamEvent::Writable { id }
+                    | StreamEvent::Finished { id }
+                    | StreamEvent::Stopped { id, .. } => WaitKind::Write(id),
+                    StreamEvent::Available { dir } => WaitKind::Open(dir),
+                };
+                st.waiters.take(kind, &mut self.wakers);
+            }
+            Event::DatagramReceived => st.waiters.take(WaitKind::Datagram, &mut self.wakers),
+            Event::DatagramsUnblocked | Event::HandshakeDataReady => {}
+        }
+    }
+
+    /// Accept-queue and statistics bookkeeping after a pass.
+    fn after_pass(&mut self, out: &PassOutcome) {
+        let inner = &self.inner;
+        let shared = &inner.driver;
+        if out.established_now && !self.established {
+            self.established = true;
+            // Relaxed: statistics.
+            shared
+                .counters
+                .connections_established
+                .fetch_add(1, Ordering::Relaxed);
+            shared.event(NativeProtoEvent::ConnectionEstablished {
+                connection_id: inner.id,
+            });
+            if inner.accept_reserved.swap(false, Ordering::AcqRel) {
+                let panics = shared.accept.push_ready(inner.clone());
+                shared
+                    .counters
+                    .waker_panics
+                    .fetch_add(panics as u64, Ordering::Relaxed);
+            }
+        }
+        if out.lost && inner.accept_reserved.swap(false, Ordering::AcqRel) {
+            shared.accept.release();
+        }
+    }
+
+    /// Arms the timer for `deadline`; returns whether it is already due.
+    fn poll_timer(&mut self, deadline: Option<Instant>, cx: &mut Context<'_>) -> bool {
+        let Some(at) = deadline else {
+            self.timer = None;
+            return false;
+        };
+        let timer = self.timer.get_or_insert_with(|| Sleep::until(at));
+        if timer.deadline() != at {
+            timer.reset(at);
+        }
+        Pin::new(timer).poll(cx).is_ready()
+    }
+
+    fn count_fire(&self) {
+        let shared = &self.inner.driver;
+        // Relaxed: statistics.
+        shared.counters.timer_fires.fetch_add(1, Ordering::Relaxed);
+        lock(&shared.timer).fires += 1;
+        shared.event(NativeProtoEvent::TimeoutFired { connections: 1 });
+    }
+}
+
+impl Future for ConnTask {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let mut timer_due = this
+            .timer
+            .as_mut()
+            .is_some_and(|t| Pin::new(t).poll(cx).is_ready());
+        for _ in 0..MAX_ROUNDS {
+            let inner = this.inner.clone();
+            if !inner.begin_pass(cx.waker(), &mut this.bufs) || inner.driver.is_closed() {
+                return Poll::Ready(());
+            }
+            this.poll_sends(cx);
+            if timer_due {
+                this.count_fire();
+            }
+            let out = this.pass(timer_due);
+            this.after_pass(&out);
+            timer_due = this.poll_timer(out.deadline, cx);
+            // A send that completed frees room for more transmits.
+            let freed = this.poll_sends(cx);
+            if !timer_due && !freed {
+                return Poll::Pending;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+fn peer_certs(conn: &quinn_proto::Connection) -> Option<Vec<Vec<u8>>> {
+    let any = conn.crypto_session().peer_identity()?;
+    let certs = any
+        .downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>()
+        .ok()?;
+    Some(certs.iter().map(|c| c.as_ref().to_vec()).collect())
+}
