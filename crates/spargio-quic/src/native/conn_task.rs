@@ -1,11 +1,14 @@
 //! A connection task: one per connection, separate from the endpoint
-//! task, as quinn's `ConnectionDriver` is. It is pinned on the shard with
-//! the fewest live connection tasks of this process at spawn time (ties:
-//! the shards after the endpoint's, in turn), so the two ends of a
-//! loopback connection, or many connections, do their crypto on different
-//! shards. (Stealable tasks follow their waker, and every wake of a
-//! connection task comes from its endpoint task: they would all gather on
-//! the endpoint's shard.)
+//! task, as quinn's `ConnectionDriver` is. It is a local task pinned on a
+//! shard (it sends from that shard's ring): at spawn the shard with the
+//! fewest live connection tasks of this process (ties: the endpoint's
+//! shard first). Once busy it decides, once, where to run
+//! ([`ConnTask::placement`]) and may hand the connection to a new task on
+//! another shard: a connection that mostly receives goes back to its
+//! endpoint's shard, one that mostly sends to the least-occupied shard.
+//! (Stealable tasks would not do: they follow their waker, and every wake
+//! of a connection task comes from its endpoint task, so they would all
+//! gather on the endpoint's shard.)
 //!
 //! It owns the connection's protocol work: it feeds the datagrams the
 //! endpoint task delivered to `Connection::handle_event` (decryption),
@@ -45,13 +48,23 @@ const MAX_ROUNDS: usize = 16;
 /// 65,507 bytes; `EMSGSIZE` past it).
 const MAX_GSO_BYTES: usize = 65_000;
 
+/// UDP bytes (both directions) after which a connection that mostly
+/// receives decides where to run (a short connection, e.g. a handshake,
+/// never pays for a move).
+const RECEIVER_DECIDES_AT: u64 = 512 * 1024;
+/// The same for a connection that mostly sends: later, so the receivers
+/// (which go back to their endpoint's shard) have moved when it counts.
+const SENDER_DECIDES_AT: u64 = 2 * 1024 * 1024;
+
 /// Live connection tasks per shard (index modulo the array length), for
 /// placement only.
 static LIVE: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
 
-/// Starts `inner`'s task on the least-occupied shard; `dup` is a `dup`
-/// of the driver's socket for the task to send with (from that shard's
-/// ring) if the shard has none for this driver yet.
+/// Starts `inner`'s task on the shard with the fewest live connection
+/// tasks (ties: the endpoint's shard first); `dup` is a `dup` of the
+/// driver's socket for the task to send with (from that shard's ring) if
+/// the shard has none for this driver yet. The task may move once, when
+/// busy (see [`ConnTask::placement`]).
 pub(crate) fn spawn(
     handle: &spargio::RuntimeHandle,
     inner: Arc<ConnInner>,
@@ -65,12 +78,23 @@ pub(crate) fn spawn(
         // Relaxed: a placement heuristic.
         .min_by_key(|&s| LIVE[s % LIVE.len()].load(Ordering::Relaxed))
         .unwrap_or(owner);
+    spawn_on(handle, shard, inner, dup, offload, false)
+}
+
+fn spawn_on(
+    handle: &spargio::RuntimeHandle,
+    shard: usize,
+    inner: Arc<ConnInner>,
+    dup: Option<std::net::UdpSocket>,
+    offload: bool,
+    settled: bool,
+) -> io::Result<()> {
     let count = LiveCount::new(shard);
     let h = handle.clone();
     let spawned = handle.spawn_local_on(shard, move |_ctx| async move {
         // Built here, on its shard: the socket's ring is this shard's.
         let udp = dup.and_then(|d| shard_socket(&h, inner.driver.id, d, offload).ok());
-        ConnTask::new(inner, udp, count).await
+        ConnTask::new(inner, udp, count, h, offload, settled).await
     });
     match spawned {
         Ok(join) => {
@@ -100,6 +124,13 @@ impl Drop for LiveCount {
 
 pub(crate) struct ConnTask {
     inner: Arc<ConnInner>,
+    handle: spargio::RuntimeHandle,
+    offload: bool,
+    /// Decided where to run (it moves at most once).
+    settled: bool,
+    /// A successor task on another shard drives the connection; this one
+    /// only finishes its sends in flight.
+    moved: bool,
     /// This shard's socket of the driver: transmits are sent from here
     /// (none: they go through the endpoint task).
     udp: Option<Rc<UdpIo>>,
@@ -119,15 +150,28 @@ pub(crate) struct ConnTask {
 /// What one pass changed beyond the connection itself.
 #[derive(Default)]
 struct PassOutcome {
+    /// UDP bytes received and sent so far (until placement is settled).
+    bytes: Option<(u64, u64)>,
     established_now: bool,
     lost: bool,
     deadline: Option<Instant>,
 }
 
 impl ConnTask {
-    fn new(inner: Arc<ConnInner>, udp: Option<Rc<UdpIo>>, count: LiveCount) -> ConnTask {
+    fn new(
+        inner: Arc<ConnInner>,
+        udp: Option<Rc<UdpIo>>,
+        count: LiveCount,
+        handle: spargio::RuntimeHandle,
+        offload: bool,
+        settled: bool,
+    ) -> ConnTask {
         ConnTask {
             inner,
+            handle,
+            offload,
+            settled,
+            moved: false,
             udp,
             sends: Vec::new(),
             _count: count,
@@ -268,6 +312,10 @@ impl ConnTask {
             st.waiters.take_all(&mut self.wakers);
         }
         out.deadline = st.conn.poll_timeout();
+        if !self.settled {
+            let stats = st.conn.stats();
+            out.bytes = Some((stats.udp_rx.bytes, stats.udp_tx.bytes));
+        }
         drop(st);
         if !self.out.is_empty() {
             shared.push_outgoing(&inner, &mut self.out);
@@ -334,6 +382,45 @@ impl ConnTask {
         }
     }
 
+    /// Where a busy connection should run, decided once from its UDP
+    /// bytes (`rx`, `tx`); `Some` if it should move. A connection that
+    /// mostly receives goes to its endpoint's shard: every datagram it
+    /// gets comes through the endpoint task, and a wake across shards
+    /// costs far more than one on the same shard. One that mostly sends
+    /// (its endpoint only passes it acknowledgements) goes to the shard
+    /// with the fewest other connection tasks, if strictly fewer than
+    /// here. So a loopback pair splits its two ends' crypto over two
+    /// shards whichever server socket the kernel picked, and a lone
+    /// connection stays next to its endpoint.
+    fn placement(&mut self, rx: u64, tx: u64) -> Option<usize> {
+        let n = self.handle.shard_count().max(1);
+        // Relaxed: a placement heuristic.
+        let loads: Vec<usize> = (0..n)
+            .map(|s| LIVE[s % LIVE.len()].load(Ordering::Relaxed))
+            .collect();
+        let (settled, to) =
+            choose_shard(self._count.0, self.inner.driver.owner_shard, rx, tx, &loads);
+        self.settled = settled;
+        to
+    }
+
+    /// Hands the connection to a new task on `shard`; this one then only
+    /// finishes its sends. Returns `false` (and stays) if that fails.
+    fn move_to(&mut self, shard: usize) -> bool {
+        let dup = self.udp.as_ref().and_then(|u| u.dup().ok());
+        let moved = spawn_on(
+            &self.handle,
+            shard,
+            self.inner.clone(),
+            dup,
+            self.offload,
+            self.settled,
+        )
+        .is_ok();
+        self.moved = moved;
+        moved
+    }
+
     /// Arms the timer for `deadline`; returns whether it is already due.
     fn poll_timer(&mut self, deadline: Option<Instant>, cx: &mut Context<'_>) -> bool {
         let Some(at) = deadline else {
@@ -361,6 +448,14 @@ impl Future for ConnTask {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        if this.moved {
+            this.poll_sends(cx);
+            return if this.sends.is_empty() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            };
+        }
         let mut timer_due = this
             .timer
             .as_mut()
@@ -376,6 +471,19 @@ impl Future for ConnTask {
             }
             let out = this.pass(timer_due);
             this.after_pass(&out);
+            if let Some((rx, tx)) = out.bytes {
+                if let Some(shard) = this.placement(rx, tx) {
+                    if this.move_to(shard) {
+                        this.timer = None;
+                        this.poll_sends(cx);
+                        return if this.sends.is_empty() {
+                            Poll::Ready(())
+                        } else {
+                            Poll::Pending
+                        };
+                    }
+                }
+            }
             timer_due = this.poll_timer(out.deadline, cx);
             // A send that completed frees room for more transmits.
             let freed = this.poll_sends(cx);
@@ -388,10 +496,71 @@ impl Future for ConnTask {
     }
 }
 
+/// [`ConnTask::placement`]'s rule: whether the decision is made now, and
+/// the shard to move to. `loads` are the live connection tasks per shard
+/// (this one counted on `here`).
+fn choose_shard(
+    here: usize,
+    owner: usize,
+    rx: u64,
+    tx: u64,
+    loads: &[usize],
+) -> (bool, Option<usize>) {
+    let total = rx.saturating_add(tx);
+    if rx >= tx {
+        if total < RECEIVER_DECIDES_AT {
+            return (false, None);
+        }
+        return (true, (owner != here).then_some(owner));
+    }
+    if total < SENDER_DECIDES_AT {
+        return (false, None);
+    }
+    let n = loads.len().max(1);
+    let load = |s: usize| {
+        loads
+            .get(s)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(usize::from(s == here))
+    };
+    let best = (0..n).map(|i| (here + i) % n).min_by_key(|&s| load(s));
+    (true, best.filter(|&b| load(b) < load(here)))
+}
+
 fn peer_certs(conn: &quinn_proto::Connection) -> Option<Vec<Vec<u8>>> {
     let any = conn.crypto_session().peer_identity()?;
     let certs = any
         .downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>()
         .ok()?;
     Some(certs.iter().map(|c| c.as_ref().to_vec()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+
+    #[test]
+    fn a_short_connection_never_decides() {
+        assert_eq!(choose_shard(1, 0, 1000, 1000, &[1, 1]), (false, None));
+        assert_eq!(choose_shard(1, 0, 1000, MIB, &[1, 1]), (false, None));
+    }
+
+    #[test]
+    fn a_receiver_goes_back_to_its_endpoint_shard() {
+        assert_eq!(choose_shard(1, 0, MIB, 1000, &[1, 1]), (true, Some(0)));
+        assert_eq!(choose_shard(0, 0, MIB, 1000, &[5, 0]), (true, None));
+    }
+
+    #[test]
+    fn a_sender_moves_only_to_a_strictly_less_loaded_shard() {
+        // Unlucky loopback pair: both endpoints and the receiver on 0.
+        assert_eq!(choose_shard(0, 0, 1000, 4 * MIB, &[2, 0]), (true, Some(1)));
+        // Lucky pair: the receiver is on the other shard already.
+        assert_eq!(choose_shard(0, 0, 1000, 4 * MIB, &[1, 1]), (true, None));
+        // Balanced many-connection case: stays.
+        assert_eq!(choose_shard(1, 0, 0, 4 * MIB, &[3, 4]), (true, None));
+    }
 }

@@ -10,11 +10,16 @@
 //! the operations waiting on it, behind one `Mutex` shared by its
 //! connection task and the user handles, and a small mailbox the
 //! endpoint task fills. Each connection has its own *connection task*
-//! (`conn_task.rs`, as quinn's `ConnectionDriver`), pinned at spawn on
-//! the shard with the fewest live connection tasks (ties: the endpoint's
-//! shard first), so the two ends of a loopback connection, or many
-//! connections, do their crypto on different shards while a connection
-//! alone stays next to its endpoint.
+//! (`conn_task.rs`, as quinn's `ConnectionDriver`), a local task pinned
+//! at spawn on the shard with the fewest live connection tasks (ties: the
+//! endpoint's shard first). Once it has moved enough bytes it decides,
+//! once, where to run, and may hand the connection over to a new task on
+//! another shard (the old one only finishes its sends): a connection that
+//! mostly receives goes to its endpoint's shard (each datagram it gets
+//! passes through the endpoint task), one that mostly sends to the shard
+//! with the fewest other connection tasks. So the two ends of a loopback
+//! connection, or many connections, do their crypto on different shards
+//! whichever socket the kernel's `SO_REUSEPORT` hash picked.
 //!
 //! # How data moves
 //!

@@ -38,7 +38,8 @@ impl DriverTask {
         self.shared
             .event(NativeProtoEvent::ConnectionRegistered { connection_id: id });
         let dup = self.udp.dup().ok();
-        match conn_task::spawn(&self.handle, inner.clone(), dup, self.udp.offload()) {
+        let offload = self.udp.offload();
+        match conn_task::spawn(&self.handle, inner.clone(), dup, offload) {
             Ok(()) => {}
             Err(_) => {
                 // The runtime is shutting down: nothing will drive it.
