@@ -330,8 +330,13 @@ impl SpargioSide {
         handle
             .spawn_stealable(async move {
                 while let Ok(conn) = ep.accept().await {
-                    h.spawn_stealable(spargio_serve(h.clone(), conn, serve))
-                        .unwrap();
+                    // Err: the runtime is shutting down (the side is
+                    // being dropped); nothing left to serve.
+                    if h.spawn_stealable(spargio_serve(h.clone(), conn, serve))
+                        .is_err()
+                    {
+                        break;
+                    }
                 }
             })
             .unwrap();
@@ -448,7 +453,7 @@ async fn spargio_serve(h: RuntimeHandle, conn: QuicConnection, serve: Serve) {
         return;
     }
     while let Ok((mut send, mut recv)) = conn.accept_bi().await {
-        h.spawn_stealable(async move {
+        let spawned = h.spawn_stealable(async move {
             let mut sum = 0u64;
             while let Ok(Some(chunk)) = recv.read_chunk(usize::MAX).await {
                 if serve == Serve::Echo {
@@ -463,8 +468,11 @@ async fn spargio_serve(h: RuntimeHandle, conn: QuicConnection, serve: Serve) {
                 let _ = send.write_all(&sum.to_le_bytes()).await;
             }
             let _ = send.finish();
-        })
-        .unwrap();
+        });
+        if spawned.is_err() {
+            // The runtime is shutting down.
+            break;
+        }
     }
 }
 
