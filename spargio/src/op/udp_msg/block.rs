@@ -4,6 +4,8 @@
 use std::mem::size_of;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use crate::op::msghdr::{ControlSpace, MsgBlock};
+
 /// `CMSG_SPACE(len)`: a control message's header and payload, padded.
 pub(super) const fn space(len: usize) -> usize {
     // SAFETY: `CMSG_SPACE` is arithmetic on its argument; it reads no
@@ -78,62 +80,14 @@ pub(crate) struct RecvCmsgs {
 
 // ===== impl UdpMsgBlock =====
 
-/// A `msghdr`, its one `iovec`, its address and its control buffer in one
-/// heap block, so the pointers between them stay valid when the operation
-/// moves.
-pub(super) struct UdpMsgBlock {
-    pub(super) hdr: libc::msghdr,
-    iov: libc::iovec,
-    addr: libc::sockaddr_storage,
-    pub(super) control: Control,
-}
+/// The generic `msghdr` block with this control buffer inline.
+pub(super) type UdpMsgBlock = MsgBlock<Control>;
 
-// SAFETY: the raw pointers inside point only into this same block (and to
-// the operation's buffer, owned alongside it); nothing is shared with
-// another thread while the kernel uses it.
-unsafe impl Send for UdpMsgBlock {}
+// SAFETY: a byte array (plus a zero-length alignment array): all-zero is
+// valid, and it holds no pointers.
+unsafe impl ControlSpace for Control {}
 
-impl UdpMsgBlock {
-    /// A block for `len` bytes at `data`, with `addr` (or room for the
-    /// kernel to write the peer's address when `addr` is `None`), and no
-    /// control messages yet.
-    pub(super) fn new(
-        data: *mut u8,
-        len: usize,
-        addr: Option<&socket2::SockAddr>,
-    ) -> Box<UdpMsgBlock> {
-        // SAFETY: all-zero is a valid `msghdr`, `iovec`, `sockaddr_storage`
-        // and byte array (null pointers, zero lengths, family 0).
-        let mut block: Box<UdpMsgBlock> = Box::new(unsafe { std::mem::zeroed() });
-        block.iov = libc::iovec {
-            iov_base: data.cast(),
-            iov_len: len,
-        };
-        let storage = size_of::<libc::sockaddr_storage>();
-        let addr_len = match addr {
-            Some(a) => {
-                let n = (a.len() as usize).min(storage);
-                // SAFETY: `a` points to at least `n` valid bytes (its own
-                // length, clamped); the destination is a whole
-                // `sockaddr_storage`, at least `n` bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        a.as_ptr().cast::<u8>(),
-                        (&mut block.addr as *mut libc::sockaddr_storage).cast::<u8>(),
-                        n,
-                    )
-                };
-                n
-            }
-            None => storage,
-        };
-        block.hdr.msg_name = (&mut block.addr as *mut libc::sockaddr_storage).cast();
-        block.hdr.msg_namelen = addr_len as libc::socklen_t;
-        block.hdr.msg_iov = &mut block.iov;
-        block.hdr.msg_iovlen = 1;
-        block
-    }
-
+impl MsgBlock<Control> {
     /// Writes one control message at byte `at` of the control buffer;
     /// returns where the next one starts.
     pub(super) fn put(
@@ -184,33 +138,10 @@ impl UdpMsgBlock {
         }
     }
 
-    /// The iovec's length: what the kernel may read or write.
-    pub(super) fn iov_len(&self) -> usize {
-        self.iov.iov_len
-    }
-
     /// Offers the whole control buffer to a receive.
     pub(super) fn offer_control(&mut self) {
         self.hdr.msg_control = self.control.bytes.as_mut_ptr().cast();
         self.hdr.msg_controllen = CONTROL_LEN as _;
-    }
-
-    /// The address the kernel wrote (after a receive).
-    pub(super) fn peer(&self) -> socket2::SockAddr {
-        let mut storage = socket2::SockAddrStorage::zeroed();
-        let len = (self.hdr.msg_namelen as usize).min(size_of::<libc::sockaddr_storage>());
-        // SAFETY: copies `len` bytes between two `sockaddr_storage`-sized
-        // plain-data blocks (`len` is clamped to that size).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                (&self.addr as *const libc::sockaddr_storage).cast::<u8>(),
-                (&mut storage as *mut socket2::SockAddrStorage).cast::<u8>(),
-                len,
-            )
-        };
-        // SAFETY: the kernel wrote an address of `len` bytes into storage
-        // that was zeroed first, so every byte is initialized.
-        unsafe { socket2::SockAddr::new(storage, len as libc::socklen_t) }
     }
 
     /// Reads the control messages a receive left (module docs: bounds).

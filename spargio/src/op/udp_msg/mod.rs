@@ -6,7 +6,8 @@
 //!
 //! Everything the kernel follows — the `msghdr`, its one `iovec`, the
 //! peer's `sockaddr` and the control buffer — lives in one heap block
-//! (`block.rs`) owned by the operation next to the data buffer, so a
+//! (`op/msghdr.rs`'s `MsgBlock`, here with the control buffer of
+//! `block.rs` inline) owned by the operation next to the data buffer, so a
 //! future dropped mid-flight hands all of it to the op table until the
 //! completion. That is the same single allocation per operation as
 //! `sendmsg.rs` and `recvmsg.rs` make; the control buffer is inline in it.
