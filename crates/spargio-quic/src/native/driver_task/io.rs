@@ -47,6 +47,10 @@ impl DriverTask {
                     self.handle_datagram(now, meta.addr, meta.dst_ip, ecn, one);
                 }
             }
+            // EAGAIN: a receive that lost a datagram to another one in
+            // flight and ran on an io-wq worker (see `udp::bind_socket`):
+            // not an error, just re-armed.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(_) => {
                 self.shared
                     .counters
