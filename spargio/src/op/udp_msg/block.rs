@@ -103,11 +103,10 @@ impl MsgBlock<Control> {
         // the unsafe write below in bounds whatever a caller does.
         assert!(end <= CONTROL_LEN, "control messages overflow the buffer");
         let base = self.control.bytes.as_mut_ptr();
-        // SAFETY: `at..end` lies inside the control buffer (checked
-        // above); `at` is a sum of `CMSG_SPACE`s, multiples of the
-        // `cmsghdr` alignment, from a base aligned for `cmsghdr`
-        // (`Control`), so the header write is aligned; `CMSG_DATA` is
-        // `CMSG_LEN(0)` bytes in, and the payload ends before `end`.
+        // `at` is a sum of `CMSG_SPACE`s (multiples of the `cmsghdr`
+        // alignment) from a base aligned for `cmsghdr` (`Control`).
+        // SAFETY: `at..end` is inside the buffer (asserted); the header
+        // write is aligned (above); the payload ends before `end`.
         unsafe {
             let cmsg = base.add(at).cast::<libc::cmsghdr>();
             (*cmsg).cmsg_len = cmsg_len(data.len()) as _;
