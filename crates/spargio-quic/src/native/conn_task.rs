@@ -61,14 +61,14 @@ const SENDER_DECIDES_AT: u64 = 2 * 1024 * 1024;
 static LIVE: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
 
 /// Starts `inner`'s task on the shard with the fewest live connection
-/// tasks (ties: the endpoint's shard first); `dup` is a `dup` of the
-/// driver's socket for the task to send with (from that shard's ring) if
-/// the shard has none for this driver yet. The task may move once, when
+/// tasks (ties: the endpoint's shard first); `src` is the driver's
+/// socket, which the task `dup`s to send with (from that shard's ring)
+/// only if the shard has no socket of this driver yet. The task may move once, when
 /// busy (see [`ConnTask::placement`]).
 pub(crate) fn spawn(
     handle: &spargio::RuntimeHandle,
     inner: Arc<ConnInner>,
-    dup: Option<std::net::UdpSocket>,
+    src: Option<Arc<std::net::UdpSocket>>,
     offload: bool,
 ) -> io::Result<()> {
     let n = handle.shard_count().max(1);
@@ -78,14 +78,14 @@ pub(crate) fn spawn(
         // Relaxed: a placement heuristic.
         .min_by_key(|&s| LIVE[s % LIVE.len()].load(Ordering::Relaxed))
         .unwrap_or(owner);
-    spawn_on(handle, shard, inner, dup, offload, false)
+    spawn_on(handle, shard, inner, src, offload, false)
 }
 
 fn spawn_on(
     handle: &spargio::RuntimeHandle,
     shard: usize,
     inner: Arc<ConnInner>,
-    dup: Option<std::net::UdpSocket>,
+    src: Option<Arc<std::net::UdpSocket>>,
     offload: bool,
     settled: bool,
 ) -> io::Result<()> {
@@ -93,8 +93,10 @@ fn spawn_on(
     let h = handle.clone();
     let spawned = handle.spawn_local_on(shard, move |_ctx| async move {
         // Built here, on its shard: the socket's ring is this shard's.
-        let udp = dup.and_then(|d| shard_socket(&h, inner.driver.id, d, offload).ok());
-        ConnTask::new(inner, udp, count, h, offload, settled).await
+        let udp = src
+            .as_deref()
+            .and_then(|s| shard_socket(&h, inner.driver.id, s, offload).ok());
+        ConnTask::new(inner, udp, src, count, h, offload, settled).await
     });
     match spawned {
         Ok(join) => {
@@ -134,6 +136,8 @@ pub(crate) struct ConnTask {
     /// This shard's socket of the driver: transmits are sent from here
     /// (none: they go through the endpoint task).
     udp: Option<Rc<UdpIo>>,
+    /// The driver's socket, for a successor task to `dup` on its shard.
+    src: Option<Arc<std::net::UdpSocket>>,
     /// Sends in flight on this shard's ring (they count against the
     /// outbox share too).
     sends: Vec<SendOp>,
@@ -161,6 +165,7 @@ impl ConnTask {
     fn new(
         inner: Arc<ConnInner>,
         udp: Option<Rc<UdpIo>>,
+        src: Option<Arc<std::net::UdpSocket>>,
         count: LiveCount,
         handle: spargio::RuntimeHandle,
         offload: bool,
@@ -173,6 +178,7 @@ impl ConnTask {
             settled,
             moved: false,
             udp,
+            src,
             sends: Vec::new(),
             _count: count,
             timer: None,
@@ -407,12 +413,11 @@ impl ConnTask {
     /// Hands the connection to a new task on `shard`; this one then only
     /// finishes its sends. Returns `false` (and stays) if that fails.
     fn move_to(&mut self, shard: usize) -> bool {
-        let dup = self.udp.as_ref().and_then(|u| u.dup().ok());
         let moved = spawn_on(
             &self.handle,
             shard,
             self.inner.clone(),
-            dup,
+            self.src.clone(),
             self.offload,
             self.settled,
         )

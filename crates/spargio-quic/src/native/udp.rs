@@ -210,11 +210,13 @@ thread_local! {
 }
 
 /// The socket connection tasks of driver `driver_id` on the calling shard
-/// send with: the shard's live one, or `dup` wrapped for this shard.
+/// send with: the shard's live one, or a new `dup` of `src` (the driver's
+/// socket) wrapped for this shard — so a connection costs no `dup` when
+/// its shard already has one.
 pub(crate) fn shard_socket(
     handle: &RuntimeHandle,
     driver_id: u64,
-    dup: std::net::UdpSocket,
+    src: &std::net::UdpSocket,
     offload: bool,
 ) -> io::Result<Rc<UdpIo>> {
     SHARD_SOCKETS.with(|m| {
@@ -223,7 +225,7 @@ pub(crate) fn shard_socket(
             return Ok(live);
         }
         m.retain(|_, w| w.strong_count() > 0);
-        let io = Rc::new(UdpIo::new(handle, dup, offload)?);
+        let io = Rc::new(UdpIo::new(handle, src.try_clone()?, offload)?);
         m.insert(driver_id, Rc::downgrade(&io));
         Ok(io)
     })

@@ -37,9 +37,13 @@ impl DriverTask {
         c.registrations.fetch_add(1, Ordering::Relaxed);
         self.shared
             .event(NativeProtoEvent::ConnectionRegistered { connection_id: id });
-        let dup = self.udp.dup().ok();
+        if self.sock_src.is_none() {
+            // Made once per driver: connection tasks `dup` it only for a
+            // shard that has no socket of this driver yet.
+            self.sock_src = self.udp.dup().ok().map(Arc::new);
+        }
         let offload = self.udp.offload();
-        match conn_task::spawn(&self.handle, inner.clone(), dup, offload) {
+        match conn_task::spawn(&self.handle, inner.clone(), self.sock_src.clone(), offload) {
             Ok(()) => {}
             Err(_) => {
                 // The runtime is shutting down: nothing will drive it.

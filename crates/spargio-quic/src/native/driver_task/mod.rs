@@ -63,6 +63,9 @@ pub(crate) struct DriverTask {
     held: Option<(Vec<u8>, SocketAddr)>,
     tuning: NativeProtoTransportTuning,
     shutting_down: bool,
+    /// A `dup` of the socket, shared with the connection tasks (see
+    /// `udp::shard_socket`); made at the first connection.
+    sock_src: Option<Arc<std::net::UdpSocket>>,
     /// `finish` ran (at shutdown, or from `Drop` if the runtime dropped
     /// the task first).
     finished: bool,
@@ -118,6 +121,7 @@ impl DriverTask {
             held: None,
             tuning,
             shutting_down: false,
+            sock_src: None,
             finished: false,
         }
     }
