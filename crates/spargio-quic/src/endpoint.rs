@@ -3,6 +3,7 @@
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -186,6 +187,11 @@ impl QuicEndpoint {
                     o.max_inflight_ops = options.max_inflight_ops;
                     o.accept_backlog = options.accept_backlog;
                     o.segmentation_offload = options.segmentation_offload;
+                    if o.reuse_port {
+                        // At most 255 drivers share a port (one byte of
+                        // the connection id routes).
+                        o.cid_route = u8::try_from(n).ok().map(|count| (i as u8, count));
+                    }
                     let started = NativeProtoDriver::start_with(handle, o, accept.clone());
                     let driver = match started {
                         Ok(d) => d,
@@ -194,6 +200,11 @@ impl QuicEndpoint {
                             return Err(e);
                         }
                     };
+                    if i > 0 {
+                        // Driver 0 attached the group's routing program.
+                        let routed = drivers[0].shared.cid_routed.load(Ordering::Relaxed);
+                        driver.shared.cid_routed.store(routed, Ordering::Relaxed);
+                    }
                     if i == 0 && server.is_some() {
                         // The others share the first socket's (maybe
                         // kernel-picked) port.

@@ -6,7 +6,8 @@
 //! `quinn_proto::Endpoint`, and its connections; connection timers share
 //! one timer-wheel entry per driver. Connections and streams work from
 //! any shard without a helper thread. A server spreads over the runtime's
-//! shards with one `SO_REUSEPORT` socket and driver per shard.
+//! shards with one `SO_REUSEPORT` socket and driver per shard, datagrams
+//! routed to drivers by connection id.
 //!
 //! [`QuicBackend::Bridge`] runs quinn on a shared Tokio runtime instead,
 //! behind the same types, for compatibility.

@@ -49,12 +49,16 @@ pub struct QuicEndpointOptions {
     pub backend: QuicBackend,
     /// Native drivers (one UDP socket each, on consecutive shards). A
     /// server with more than one binds every socket to the same address
-    /// with `SO_REUSEPORT` and the kernel spreads clients by 4-tuple hash.
-    /// `None` (the default): one per runtime shard for a server, one on
-    /// the calling shard for a client (shards in turn for clients made
-    /// outside the runtime). Connection migration to a new
-    /// client address is not supported across sockets: the new path may
-    /// hash to another socket, whose driver does not know the connection.
+    /// with `SO_REUSEPORT`, and a kernel program delivers each datagram
+    /// to the driver its destination connection id names: new connections
+    /// spread over the drivers (even from one client port), and a client
+    /// that changes address keeps reaching its connection. Where the
+    /// kernel refuses the program, its 4-tuple hash picks the driver
+    /// instead, and a client that changes address may be lost
+    /// ([`NativeProtoDriverProbe::cid_routed`](crate::NativeProtoDriverProbe::cid_routed)
+    /// tells). `None` (the default): one per runtime shard for a server,
+    /// one on the calling shard for a client (shards in turn for clients
+    /// made outside the runtime).
     pub shards: Option<usize>,
     /// Established (or handshaking) connections a server keeps for
     /// `accept` before refusing new ones (default 1024).

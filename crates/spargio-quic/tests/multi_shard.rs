@@ -1,11 +1,12 @@
 //! A server spread over the runtime's shards: one `SO_REUSEPORT` socket
-//! and driver per shard, one accept queue.
+//! and driver per shard, one accept queue, datagrams routed to drivers by
+//! connection id (`src/native/route.rs`).
 
 mod common;
 mod support;
 
 use spargio::RuntimeHandle;
-use spargio_quic::QuicEndpointOptions;
+use spargio_quic::{QuicEndpoint, QuicEndpointOptions};
 
 use common::*;
 use support::*;
@@ -72,4 +73,102 @@ async fn sixteen_clients_land_on_both_shards_and_all_complete(handle: RuntimeHan
         per_driver.iter().all(|&n| n > 0),
         "the kernel put every connection on one socket: {per_driver:?}"
     );
+}
+
+/// Serves `n` connections: each bi stream is answered with its checksum.
+fn checksum_server(
+    handle: &RuntimeHandle,
+    server: &QuicEndpoint,
+    n: usize,
+) -> spargio::JoinHandle<()> {
+    let server = server.clone();
+    let h = handle.clone();
+    handle
+        .spawn_stealable(async move {
+            for _ in 0..n {
+                let conn = server.accept().await.unwrap();
+                h.spawn_stealable(async move {
+                    while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                        let (_, sum) = recv_checksum(&mut recv).await;
+                        send.write_all(&sum.to_le_bytes()).await.unwrap();
+                        send.finish().unwrap();
+                    }
+                })
+                .unwrap();
+            }
+        })
+        .unwrap()
+}
+
+/// One client port: the kernel's 4-tuple hash alone would put all of its
+/// connections on one driver. Routed by connection id, they spread.
+#[spargio::test(shards = 2)]
+async fn one_client_port_spreads_its_connections_over_the_drivers(handle: RuntimeHandle) {
+    const CONNS: usize = 32;
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, QuicEndpointOptions::default());
+    let drivers = server.drivers();
+    assert!(
+        drivers.iter().all(|d| d.probe().cid_routed),
+        "routing program attached"
+    );
+    let acceptor = checksum_server(&handle, &server, CONNS);
+
+    let ep = client(&handle, &certs, None, QuicEndpointOptions::default());
+    let addr = server.local_addr().unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..CONNS as u64 {
+        let ep = ep.clone();
+        tasks.push(
+            handle
+                .spawn_stealable(async move {
+                    let conn = ep.connect(addr, SERVER_NAME).await.unwrap();
+                    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+                    let sent = send_pattern(&mut send, 64 * 1024, i).await;
+                    let answer = recv.read_to_end(8).await.unwrap();
+                    conn.close(0, b"");
+                    answer == sent.to_le_bytes()
+                })
+                .unwrap(),
+        );
+    }
+    for t in tasks {
+        assert!(hang("client", t).await.unwrap(), "checksum mismatch");
+    }
+    hang("acceptor", acceptor).await.unwrap();
+    let per_driver: Vec<u64> = drivers.iter().map(|d| d.stats().registrations).collect();
+    assert_eq!(per_driver.iter().sum::<u64>(), CONNS as u64);
+    // Each connection picks a driver by a random byte: all 32 on one
+    // driver happens once in 2^31 runs.
+    assert!(
+        per_driver.iter().all(|&n| n > 0),
+        "one client port's connections all on one driver: {per_driver:?}"
+    );
+}
+
+/// A client that moves to a new port mid-connection (NAT rebinding) keeps
+/// its connection: its datagrams still reach the driver that holds it,
+/// whichever socket the new 4-tuple would hash to.
+#[spargio::test(shards = 2)]
+async fn a_client_that_changes_port_keeps_its_connection(handle: RuntimeHandle) {
+    const CLIENTS: usize = 8;
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, QuicEndpointOptions::default());
+    let acceptor = checksum_server(&handle, &server, CLIENTS);
+    let addr = server.local_addr().unwrap();
+    for i in 0..CLIENTS as u64 {
+        // The quinn client's helpers run on its own runtime and give up
+        // after `HANG`: a lost connection fails instead of hanging.
+        let quinn = QuinnClient::connect(addr, &certs, ALPN).await.unwrap();
+        let n = 256 * 1024;
+        assert_eq!(quinn.upload(n, i).await.unwrap(), checksum(&pattern(n, i)));
+        let before = quinn.local_addr().unwrap();
+        let after = quinn.rebind().unwrap();
+        assert_ne!(before.port(), after.port());
+        match quinn.upload(n, i + 100).await {
+            Ok(sum) => assert_eq!(sum, checksum(&pattern(n, i + 100)), "client {i}"),
+            Err(e) => panic!("client {i}: connection lost after rebinding: {e}"),
+        }
+    }
+    drop(acceptor);
 }

@@ -14,6 +14,7 @@ use spargio::RuntimeHandle;
 use super::conn::ConnInner;
 use super::driver_task::DriverTask;
 use super::faults::{NativeProtoFaultSpec, NativeProtoFaultStats};
+use super::route;
 use super::shared::{lock, AcceptQueue, Command, DriverShared, Oneshot};
 use super::types::{
     NativeProtoConnectionState, NativeProtoDriverOptions, NativeProtoDriverProbe, NativeProtoEvent,
@@ -60,8 +61,24 @@ impl NativeProtoDriver {
                 ),
             ));
         }
+        if let Some((index, count)) = options.cid_route {
+            if index >= count {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("spargio-quic: cid_route index {index} not below count {count}"),
+                ));
+            }
+        }
         let socket = bind_socket(options.bind_addr, options.reuse_port)?;
         let local_addr = socket.local_addr()?;
+        // The first of the group attaches the routing program (it covers
+        // the sockets that join later); without it, the kernel's hash.
+        let routed = match options.cid_route {
+            Some((0, count)) if count > 1 && options.reuse_port => {
+                route::attach_reuseport_program(&socket, count).is_ok()
+            }
+            _ => false,
+        };
         let shared = Arc::new(DriverShared::new(
             options.owner_shard,
             local_addr,
@@ -69,6 +86,7 @@ impl NativeProtoDriver {
             options.max_pending_transmits,
             accept.clone(),
         ));
+        shared.cid_routed.store(routed, Ordering::Relaxed);
         accept.driver_started();
         let server_config = options.server_config.map(Arc::new);
         let task_shared = shared.clone();
@@ -91,6 +109,7 @@ impl NativeProtoDriver {
                     server_config,
                     options.receives_in_flight,
                     options.max_pending_transmits,
+                    options.cid_route,
                 )
                 .await
             }
@@ -115,6 +134,7 @@ impl NativeProtoDriver {
             connections: s.connections.load(Ordering::Relaxed),
             max_gso_segments: s.max_gso_segments.load(Ordering::Relaxed),
             gro: s.gro.load(Ordering::Relaxed),
+            cid_routed: s.cid_routed.load(Ordering::Relaxed),
             closed: s.is_closed(),
         }
     }

@@ -12,14 +12,16 @@
 //! endpoint task fills. Each connection has its own *connection task*
 //! (`conn_task.rs`, as quinn's `ConnectionDriver`), a local task pinned
 //! at spawn on the shard with the fewest live connection tasks (ties: the
-//! endpoint's shard first). Once it has moved enough bytes it decides,
+//! endpoint's shard first). A multi-driver server routes datagrams to
+//! its drivers by connection id (`route.rs`). Once it has moved enough
+//! bytes a connection task decides,
 //! once, where to run, and may hand the connection over to a new task on
 //! another shard (the old one only finishes its sends): a connection that
 //! mostly receives goes to its endpoint's shard (each datagram it gets
 //! passes through the endpoint task), one that mostly sends to the shard
 //! with the fewest other connection tasks. So the two ends of a loopback
 //! connection, or many connections, do their crypto on different shards
-//! whichever socket the kernel's `SO_REUSEPORT` hash picked.
+//! whichever driver a connection belongs to.
 //!
 //! # How data moves
 //!
@@ -97,6 +99,7 @@ mod conn_task;
 mod driver;
 mod driver_task;
 mod faults;
+mod route;
 pub(crate) mod shared;
 pub(crate) mod streams;
 mod types;

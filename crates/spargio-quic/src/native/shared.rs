@@ -124,6 +124,8 @@ pub(crate) struct DriverShared {
     pub(crate) connections: AtomicUsize,
     pub(crate) max_gso_segments: AtomicUsize,
     pub(crate) gro: AtomicBool,
+    /// The group's routing program is attached (see `route.rs`).
+    pub(crate) cid_routed: AtomicBool,
     pub(crate) counters: DriverCounters,
     pub(crate) fault_counters: FaultCounters,
     pub(crate) events: EventLog,
@@ -169,6 +171,7 @@ impl DriverShared {
             connections: AtomicUsize::new(0),
             max_gso_segments: AtomicUsize::new(1),
             gro: AtomicBool::new(false),
+            cid_routed: AtomicBool::new(false),
             counters: DriverCounters::default(),
             fault_counters: FaultCounters::default(),
             events: EventLog::default(),

@@ -37,6 +37,14 @@ pub struct NativeProtoDriverOptions {
     pub accept_backlog: usize,
     /// Use GSO/GRO where the kernel has them.
     pub segmentation_offload: bool,
+    /// Connection-id routing for a driver sharing its port with others
+    /// (`SO_REUSEPORT`): `(index, count)`, this driver's place among the
+    /// `count` drivers, which must bind in index order. The driver issues
+    /// connection ids that lead to it, and the driver with index 0
+    /// attaches the kernel program that delivers by them (see
+    /// [`NativeProtoDriverProbe::cid_routed`]). `None` (the default):
+    /// quinn's own ids, and the kernel's 4-tuple hash picks the socket.
+    pub cid_route: Option<(u8, u8)>,
 }
 
 impl NativeProtoDriverOptions {
@@ -52,6 +60,7 @@ impl NativeProtoDriverOptions {
             receives_in_flight: 4,
             accept_backlog: 1024,
             segmentation_offload: true,
+            cid_route: None,
         }
     }
 
@@ -309,4 +318,10 @@ pub struct NativeProtoDriverProbe {
     pub gro: bool,
     /// Whether it has shut down.
     pub closed: bool,
+    /// Whether datagrams reach this driver by destination connection id
+    /// (its group's kernel routing program is attached; see
+    /// [`NativeProtoDriverOptions::cid_route`]). `false` for a lone
+    /// driver, and where the kernel has no reuseport programs: then its
+    /// 4-tuple hash picks the driver.
+    pub cid_routed: bool,
 }

@@ -99,6 +99,21 @@ impl QuinnClient {
         &self.conn
     }
 
+    /// Moves the client to a new UDP socket (a new source port), as a NAT
+    /// rebinding or a migration does; the connection carries on.
+    pub fn rebind(&self) -> io::Result<SocketAddr> {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        let addr = socket.local_addr()?;
+        let _rt = self.handle().enter();
+        self.endpoint.rebind(socket)?;
+        Ok(addr)
+    }
+
+    /// The client's current local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.endpoint.local_addr()
+    }
+
     /// The runtime the client runs on.
     pub fn handle(&self) -> &tokio::runtime::Handle {
         self.rt.as_ref().expect("runtime").handle()

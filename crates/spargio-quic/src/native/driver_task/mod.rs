@@ -23,6 +23,7 @@ use spargio::RuntimeHandle;
 use crate::error::{driver_closed, from_connect_error};
 use crate::native::conn::ConnInner;
 use crate::native::faults::{Faults, NativeProtoFaultSpec};
+use crate::native::route::RoutedCids;
 use crate::native::shared::{Command, DriverShared, Outgoing};
 use crate::native::types::NativeProtoTransportTuning;
 use crate::native::udp::{OrderedRecv, RecvDone, SendOp, UdpIo};
@@ -88,13 +89,14 @@ impl DriverTask {
         server_config: Option<Arc<ServerConfig>>,
         receives: usize,
         max_sends: usize,
+        cid_route: Option<(u8, u8)>,
     ) -> DriverTask {
-        let endpoint = quinn_proto::Endpoint::new(
-            Arc::new(quinn_proto::EndpointConfig::default()),
-            server_config.clone(),
-            true,
-            None,
-        );
+        let mut config = quinn_proto::EndpointConfig::default();
+        if let Some((index, count)) = cid_route {
+            config.cid_generator(move || Box::new(RoutedCids::new(index, count)));
+        }
+        let endpoint =
+            quinn_proto::Endpoint::new(Arc::new(config), server_config.clone(), true, None);
         shared
             .max_gso_segments
             .store(udp.max_segments(), Ordering::Relaxed);
