@@ -35,6 +35,7 @@ mod bridge;
 mod connection;
 mod endpoint;
 mod error;
+mod io_traits;
 mod legacy;
 mod metrics;
 mod native;

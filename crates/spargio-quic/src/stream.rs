@@ -2,6 +2,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use quinn_proto::VarInt;
@@ -27,6 +28,9 @@ pub(crate) enum RecvKind {
 ///
 /// Dropping it without [`finish`](Self::finish) or [`reset`](Self::reset)
 /// finishes it (as quinn does): the data written so far is delivered.
+///
+/// It implements `futures_io::AsyncWrite` and `tokio::io::AsyncWrite`
+/// (see the impls for flush, close and timeout semantics).
 #[derive(Debug)]
 pub struct QuicSendStream {
     pub(crate) kind: SendKind,
@@ -110,6 +114,36 @@ impl QuicSendStream {
         }
     }
 
+    /// The write behind both `AsyncWrite` impls: as much of `data` as flow
+    /// control allows now, or `Pending` with the waker registered.
+    pub(crate) fn poll_write_some(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let res = match &mut self.kind {
+            SendKind::Native(s) => s.poll_write(cx, data),
+            SendKind::Bridge(s) => s.poll_write(cx, data),
+        };
+        match &res {
+            Poll::Ready(Ok(n)) => self.ctx.metrics.add(|m| &m.bytes_written, *n as u64),
+            Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.ctx.metrics.add(|m| &m.backpressure_hits, 1)
+            }
+            _ => {}
+        }
+        res
+    }
+
+    /// The close behind both `AsyncWrite` impls: finishes the stream
+    /// unless it already is (a second close is `Ok`).
+    pub(crate) fn close_finish(&mut self) -> io::Result<()> {
+        match &mut self.kind {
+            SendKind::Native(s) => s.close(),
+            SendKind::Bridge(s) => s.close(),
+        }
+    }
+
     /// Waits until the peer stops the stream (`Some(code)`) or, after
     /// [`finish`](Self::finish), has received all of it (`None`).
     pub async fn stopped(&mut self) -> io::Result<Option<u64>> {
@@ -124,6 +158,9 @@ impl QuicSendStream {
 ///
 /// Dropping it before the end stops the stream with code 0 (as quinn
 /// does).
+///
+/// It implements `futures_io::AsyncRead` and `tokio::io::AsyncRead` (see
+/// the impls for end-of-stream, error and timeout semantics).
 #[derive(Debug)]
 pub struct QuicRecvStream {
     pub(crate) kind: RecvKind,
@@ -180,6 +217,31 @@ impl QuicRecvStream {
             out.extend_from_slice(&chunk);
         }
         Ok(out)
+    }
+
+    /// The read behind both `AsyncRead` impls: copies buffered data into
+    /// `buf` (`Ok(0)` at the end, or at once for an empty `buf`), or
+    /// `Pending` with the waker registered.
+    pub(crate) fn poll_read_some(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let res = match &mut self.kind {
+            RecvKind::Native(s) => s.poll_read(cx, buf),
+            RecvKind::Bridge(s) => s.poll_read(cx, buf),
+        };
+        match &res {
+            Poll::Ready(Ok(n)) => self.ctx.metrics.add(|m| &m.bytes_read, *n as u64),
+            Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.ctx.metrics.add(|m| &m.backpressure_hits, 1)
+            }
+            _ => {}
+        }
+        res
     }
 
     /// Stops receiving: the peer's writes fail with `code`.

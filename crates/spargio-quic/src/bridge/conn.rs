@@ -1,6 +1,8 @@
 //! The bridge's connection and stream handles.
 
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use quinn_proto::{ConnectionError, VarInt};
@@ -120,6 +122,8 @@ impl BridgeConn {
 pub(crate) struct BridgeSend {
     stream: Option<quinn::SendStream>,
     id: u64,
+    /// `finish` succeeded: a later close is a no-op.
+    finished: bool,
 }
 
 impl BridgeSend {
@@ -127,7 +131,31 @@ impl BridgeSend {
         BridgeSend {
             id: s.id().into(),
             stream: Some(s),
+            finished: false,
         }
+    }
+
+    /// quinn's own poll-based write, called on the caller's task (it
+    /// locks quinn's connection state and registers the waker there; the
+    /// connection's driver, on the bridge runtime, wakes it).
+    pub(crate) fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let s = match self.stream.as_mut() {
+            Some(s) => s,
+            None => return Poll::Ready(Err(gone())),
+        };
+        Pin::new(s).poll_write(cx, data).map_err(write_error)
+    }
+
+    /// Finishes the stream unless an earlier `finish` or close did.
+    pub(crate) fn close(&mut self) -> io::Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        self.finish()
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -160,7 +188,9 @@ impl BridgeSend {
     pub(crate) fn finish(&mut self) -> io::Result<()> {
         let s = self.stream.as_mut().ok_or_else(gone)?;
         s.finish()
-            .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))
+            .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))?;
+        self.finished = true;
+        Ok(())
     }
 
     pub(crate) fn reset(&mut self, code: u32) -> io::Result<()> {
@@ -189,6 +219,10 @@ impl BridgeSend {
 pub(crate) struct BridgeRecv {
     stream: Option<quinn::RecvStream>,
     id: u64,
+    /// The reset code, once `poll_read` saw a reset (quinn reports it
+    /// once, then end-of-stream; later reads repeat it, as on the native
+    /// backend).
+    reset: Option<VarInt>,
 }
 
 impl BridgeRecv {
@@ -196,7 +230,30 @@ impl BridgeRecv {
         BridgeRecv {
             id: r.id().into(),
             stream: Some(r),
+            reset: None,
         }
+    }
+
+    /// quinn's own poll-based read, called on the caller's task (see
+    /// [`BridgeSend::poll_write`]).
+    pub(crate) fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        if let Some(code) = self.reset {
+            return Poll::Ready(Err(read_error(quinn::ReadError::Reset(code))));
+        }
+        let r = match self.stream.as_mut() {
+            Some(r) => r,
+            None => return Poll::Ready(Err(gone())),
+        };
+        r.poll_read(cx, buf).map_err(|e| {
+            if let quinn::ReadError::Reset(code) = e {
+                self.reset = Some(code);
+            }
+            read_error(e)
+        })
     }
 
     pub(crate) fn id(&self) -> u64 {

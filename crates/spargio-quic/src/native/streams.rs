@@ -1,9 +1,36 @@
 //! Stream operations of the native backend (called from any shard).
+//!
+//! Every read and write is one poll function (`poll_write`,
+//! `poll_write_chunks`, `poll_read`, `poll_read_chunk`): it locks the
+//! connection, calls quinn-proto and returns. The async methods are
+//! `poll_fn` over them, and the `AsyncRead`/`AsyncWrite` impls
+//! (`io_traits.rs`) call them directly: no task, no allocation per call.
+//!
+//! Waiters (a half waits for credit, data, FIN or reset):
+//! 1. A poll that must wait registers the task's waker on the connection
+//!    under the half's own `key` (allocated on its first wait). Polling
+//!    again replaces that entry instead of adding one, so a half holds at
+//!    most one waiter however often it is polled, and the waiters count
+//!    against `max_inflight_ops` (over it: `WouldBlock`).
+//! 2. A poll that completes removes the entry and zeroes the key, so the
+//!    common path (credit or data already there) never touches the
+//!    waiter list.
+//! 3. An async method holds a [`Release`] guard: a future dropped while
+//!    waiting removes its entry at once.
+//! 4. Dropping the half removes an entry a trait poll left behind (a
+//!    caller that got `Pending` and gave up).
+//!
+//! Cancel safety: data moves (into quinn-proto's send buffer, or out of
+//! its receive buffer into the caller's slice) only inside the locked
+//! step whose result the poll returns. A poll that returned `Pending`
+//! moved nothing; one that returned `Ready` reported all it moved.
 
+use std::future::poll_fn;
 use std::io;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use quinn_proto::{FinishError, ReadError, ReadableError, StreamId, VarInt, WriteError};
+use quinn_proto::{Chunks, FinishError, ReadError, ReadableError, StreamId, VarInt, WriteError};
 
 use super::conn::{ConnRef, ConnState, Step};
 use super::waiters::WaitKind;
@@ -16,13 +43,52 @@ fn closed_stream(st: &ConnState) -> io::Error {
     }
 }
 
+/// Removes the waiter registered under `key`, if any.
+fn release(conn: &ConnRef, key: &mut u64) {
+    if *key != 0 {
+        conn.lock().waiters.remove(*key);
+        *key = 0;
+    }
+}
+
+/// A stream half that may hold a waiter registration.
+trait Waiting {
+    fn release_waiter(&mut self);
+}
+
+/// Held by an async method's future: if the future is dropped while its
+/// half waits, the registration goes with it.
+struct Release<'a, H: Waiting>(&'a mut H);
+
+impl<H: Waiting> Drop for Release<'_, H> {
+    fn drop(&mut self) {
+        self.0.release_waiter();
+    }
+}
+
+/// Where a send half stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SendEnd {
+    Open,
+    Finished,
+    Reset,
+}
+
 /// The send half of a native stream.
 #[derive(Debug)]
 pub(crate) struct NativeSend {
     pub(crate) conn: ConnRef,
     pub(crate) id: StreamId,
     /// Finished or reset: dropping it sends nothing more.
-    done: bool,
+    end: SendEnd,
+    /// The waiter key of this half's writes (0: none registered).
+    key: u64,
+}
+
+impl Waiting for NativeSend {
+    fn release_waiter(&mut self) {
+        release(&self.conn, &mut self.key);
+    }
 }
 
 impl NativeSend {
@@ -30,53 +96,80 @@ impl NativeSend {
         NativeSend {
             conn,
             id,
-            done: false,
+            end: SendEnd::Open,
+            key: 0,
         }
+    }
+
+    /// Writes as much of `data` as flow control allows now; `Pending`
+    /// (waker registered) while it allows nothing. Empty `data`: `Ok(0)`.
+    pub(crate) fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if data.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let id = self.id;
+        self.poll_send(cx, |st| st.conn.send_stream(id).write(data))
+    }
+
+    /// Moves as much of `chunks` as flow control allows into quinn-proto's
+    /// send buffer, without a copy; what is left stays in `chunks` (a
+    /// partly written chunk is advanced in place).
+    pub(crate) fn poll_write_chunks(
+        &mut self,
+        cx: &mut Context<'_>,
+        chunks: &mut [Bytes],
+    ) -> Poll<io::Result<()>> {
+        let id = self.id;
+        self.poll_send(cx, |st| {
+            st.conn.send_stream(id).write_chunks(chunks).map(|_| ())
+        })
+    }
+
+    /// One locked write attempt (`write` is quinn-proto's call).
+    fn poll_send<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        write: impl FnOnce(&mut ConnState) -> Result<T, WriteError>,
+    ) -> Poll<io::Result<T>> {
+        let id = self.id;
+        let res = self.conn.poll_step(&mut self.key, cx, |st, dirty| {
+            if let Some(e) = &st.error {
+                return Step::Done(Err(from_connection_error(e.clone())));
+            }
+            match write(st) {
+                Ok(v) => {
+                    *dirty = true;
+                    Step::Done(Ok(v))
+                }
+                Err(WriteError::Blocked) => Step::Wait(WaitKind::Write(id)),
+                Err(WriteError::ClosedStream) => Step::Done(Err(closed_stream(st))),
+                Err(e) => Step::Done(Err(from_write_error(e))),
+            }
+        });
+        if res.is_ready() {
+            // `poll_step` removed the entry (if any) with the result.
+            self.key = 0;
+        }
+        res
     }
 
     /// Writes some of `data` (waits for flow-control credit).
     pub(crate) async fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let id = self.id;
-        self.conn
-            .run(|st, dirty| {
-                if let Some(e) = &st.error {
-                    return Step::Done(Err(from_connection_error(e.clone())));
-                }
-                match st.conn.send_stream(id).write(data) {
-                    Ok(n) => {
-                        *dirty = true;
-                        Step::Done(Ok(n))
-                    }
-                    Err(WriteError::Blocked) => Step::Wait(WaitKind::Write(id)),
-                    Err(WriteError::ClosedStream) => Step::Done(Err(closed_stream(st))),
-                    Err(e) => Step::Done(Err(from_write_error(e))),
-                }
-            })
-            .await
+        let guard = Release(self);
+        poll_fn(|cx| guard.0.poll_write(cx, data)).await
     }
 
     /// Writes all of `data` (`Bytes` chunks move into quinn-proto's send
     /// buffer without a copy; a partial write keeps the rest).
     pub(crate) async fn write_bytes(&mut self, data: Bytes) -> io::Result<()> {
-        let id = self.id;
+        let guard = Release(self);
         let mut chunks = [data];
         while !chunks[0].is_empty() {
-            self.conn
-                .run(|st, dirty| {
-                    if let Some(e) = &st.error {
-                        return Step::Done(Err(from_connection_error(e.clone())));
-                    }
-                    match st.conn.send_stream(id).write_chunks(&mut chunks) {
-                        Ok(_) => {
-                            *dirty = true;
-                            Step::Done(Ok(()))
-                        }
-                        Err(WriteError::Blocked) => Step::Wait(WaitKind::Write(id)),
-                        Err(WriteError::ClosedStream) => Step::Done(Err(closed_stream(st))),
-                        Err(e) => Step::Done(Err(from_write_error(e))),
-                    }
-                })
-                .await?;
+            poll_fn(|cx| guard.0.poll_write_chunks(cx, &mut chunks)).await?;
         }
         Ok(())
     }
@@ -92,10 +185,23 @@ impl NativeSend {
             }
         };
         if res.is_ok() {
-            self.done = true;
+            self.end = SendEnd::Finished;
             self.conn.mark_dirty();
         }
         res
+    }
+
+    /// `poll_close`/`poll_shutdown`: finishes the stream unless it already
+    /// is (a second close is `Ok`); after a reset, `NotConnected`.
+    pub(crate) fn close(&mut self) -> io::Result<()> {
+        match self.end {
+            SendEnd::Open => self.finish(),
+            SendEnd::Finished => Ok(()),
+            SendEnd::Reset => Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "spargio-quic: cannot close a stream that was reset",
+            )),
+        }
     }
 
     /// Abandons the stream with `code` (RESET_STREAM).
@@ -107,7 +213,7 @@ impl NativeSend {
                 .reset(code)
                 .map_err(|_| closed_stream(&st))
         };
-        self.done = true;
+        self.end = SendEnd::Reset;
         self.conn.mark_dirty();
         res
     }
@@ -132,12 +238,38 @@ impl NativeSend {
 
 impl Drop for NativeSend {
     fn drop(&mut self) {
-        if !self.done {
-            // As quinn: an unfinished, unreset stream is finished on drop.
-            let _ = self.conn.lock().conn.send_stream(self.id).finish();
+        let key = std::mem::take(&mut self.key);
+        let open = self.end == SendEnd::Open;
+        if key == 0 && !open {
+            return;
+        }
+        {
+            let mut st = self.conn.lock();
+            if key != 0 {
+                st.waiters.remove(key);
+            }
+            if open {
+                // As quinn: an unfinished, unreset stream is finished on drop.
+                let _ = st.conn.send_stream(self.id).finish();
+            }
+        }
+        if open {
             self.conn.mark_dirty();
         }
     }
+}
+
+/// How a locked read attempt ended, besides the data it took.
+#[derive(Clone, Copy, Debug)]
+enum ReadEnd {
+    /// The caller's buffer is full; the stream may hold more.
+    Open,
+    /// FIN: everything was read.
+    Fin,
+    /// Nothing more buffered now.
+    Blocked,
+    /// The peer reset the stream.
+    Reset(VarInt),
 }
 
 /// The receive half of a native stream.
@@ -149,6 +281,14 @@ pub(crate) struct NativeRecv {
     done: bool,
     /// The reset code, once a reset was seen (later reads repeat it).
     reset: Option<VarInt>,
+    /// The waiter key of this half's reads (0: none registered).
+    key: u64,
+}
+
+impl Waiting for NativeRecv {
+    fn release_waiter(&mut self) {
+        release(&self.conn, &mut self.key);
+    }
 }
 
 impl NativeRecv {
@@ -158,7 +298,122 @@ impl NativeRecv {
             id,
             done: false,
             reset: None,
+            key: 0,
         }
+    }
+
+    /// Copies buffered data into `buf`: `Ok(n)` with `n > 0`, `Ok(0)` at
+    /// the end of the stream, `Pending` (waker registered) while nothing
+    /// is buffered. An empty `buf` gives `Ok(0)` at once and touches
+    /// nothing (so `Ok(0)` means the end only for a non-empty `buf`).
+    pub(crate) fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        self.poll_chunks(cx, |chunks| {
+            let mut filled = 0;
+            let end = loop {
+                if filled == buf.len() {
+                    break ReadEnd::Open;
+                }
+                match chunks.next(buf.len() - filled) {
+                    Ok(Some(chunk)) => {
+                        let n = chunk.bytes.len();
+                        buf[filled..filled + n].copy_from_slice(&chunk.bytes);
+                        filled += n;
+                    }
+                    Ok(None) => break ReadEnd::Fin,
+                    Err(ReadError::Blocked) => break ReadEnd::Blocked,
+                    Err(ReadError::Reset(code)) => break ReadEnd::Reset(code),
+                }
+            };
+            ((filled > 0).then_some(filled), end)
+        })
+        .map_ok(|n| n.unwrap_or(0))
+    }
+
+    /// The next chunk of at most `max` bytes, in order; `None` at the end;
+    /// `Pending` (waker registered) while nothing is buffered.
+    pub(crate) fn poll_read_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        max: usize,
+    ) -> Poll<io::Result<Option<Bytes>>> {
+        self.poll_chunks(cx, |chunks| match chunks.next(max.max(1)) {
+            Ok(Some(chunk)) => (Some(chunk.bytes), ReadEnd::Open),
+            Ok(None) => (None, ReadEnd::Fin),
+            Err(ReadError::Blocked) => (None, ReadEnd::Blocked),
+            Err(ReadError::Reset(code)) => (None, ReadEnd::Reset(code)),
+        })
+    }
+
+    /// One locked read attempt: `read` takes what it wants from the
+    /// stream's chunks and says how it ended. `Ok(None)` is the end of the
+    /// stream; a FIN or reset seen with data is reported by the next call
+    /// (quinn-proto has freed the stream by then, so it is remembered
+    /// here).
+    fn poll_chunks<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        read: impl FnOnce(&mut Chunks<'_>) -> (Option<T>, ReadEnd),
+    ) -> Poll<io::Result<Option<T>>> {
+        if let Some(code) = self.reset {
+            return Poll::Ready(Err(from_read_error(ReadError::Reset(code))));
+        }
+        if self.done {
+            return Poll::Ready(Ok(None));
+        }
+        let id = self.id;
+        let res = self.conn.poll_step(&mut self.key, cx, |st, dirty| {
+            let attempt = {
+                let mut stream = st.conn.recv_stream(id);
+                // Bound to a local so the `Chunks` temporary ends before
+                // `stream` does.
+                let attempt = match stream.read(true) {
+                    Ok(mut chunks) => {
+                        let out = read(&mut chunks);
+                        *dirty |= chunks.finalize().should_transmit();
+                        Ok(out)
+                    }
+                    Err(e) => Err(e),
+                };
+                attempt
+            };
+            match attempt {
+                Err(ReadableError::ClosedStream) => Step::Done(Err(closed_stream(st))),
+                Err(e @ ReadableError::IllegalOrderedRead) => Step::Done(Err(io::Error::other(e))),
+                Ok((None, ReadEnd::Blocked)) => match &st.error {
+                    Some(e) => Step::Done(Err(from_connection_error(e.clone()))),
+                    None => Step::Wait(WaitKind::Read(id)),
+                },
+                Ok(out) => Step::Done(Ok(out)),
+            }
+        });
+        let Poll::Ready(res) = res else {
+            return Poll::Pending;
+        };
+        // `poll_step` removed the entry (if any) with the result.
+        self.key = 0;
+        let (data, end) = res?;
+        match end {
+            ReadEnd::Fin => self.done = true,
+            ReadEnd::Reset(code) => {
+                self.done = true;
+                self.reset = Some(code);
+            }
+            ReadEnd::Open | ReadEnd::Blocked => {}
+        }
+        Poll::Ready(match (data, end) {
+            (Some(data), _) => Ok(Some(data)),
+            (None, ReadEnd::Reset(code)) => Err(from_read_error(ReadError::Reset(code))),
+            // `Open` and `Blocked` come with data (an empty read is not
+            // attempted and a blocked one waits): this is `Fin`.
+            (None, _) => Ok(None),
+        })
     }
 
     /// The next chunk of at most `max` bytes, in order; `None` at the end.
@@ -166,59 +421,8 @@ impl NativeRecv {
     /// chunk leaves quinn-proto only in the same locked step that returns
     /// it).
     pub(crate) async fn read_chunk(&mut self, max: usize) -> io::Result<Option<Bytes>> {
-        if let Some(code) = self.reset {
-            return Err(from_read_error(ReadError::Reset(code)));
-        }
-        if self.done {
-            return Ok(None);
-        }
-        let id = self.id;
-        let res = self
-            .conn
-            .run(|st, dirty| {
-                let out = {
-                    let mut stream = st.conn.recv_stream(id);
-                    let res = match stream.read(true) {
-                        Ok(mut chunks) => {
-                            let out = chunks.next(max.max(1));
-                            *dirty |= chunks.finalize().should_transmit();
-                            Ok(out)
-                        }
-                        Err(e) => Err(e),
-                    };
-                    res
-                };
-                let out = match out {
-                    Ok(out) => out,
-                    Err(ReadableError::ClosedStream) => return Step::Done(Err(closed_stream(st))),
-                    Err(e @ ReadableError::IllegalOrderedRead) => {
-                        return Step::Done(Err(io::Error::other(e)))
-                    }
-                };
-                match out {
-                    Ok(Some(chunk)) => Step::Done(Ok(Some(chunk.bytes))),
-                    Ok(None) => Step::Done(Ok(None)),
-                    Err(ReadError::Blocked) => match &st.error {
-                        Some(e) => Step::Done(Err(from_connection_error(e.clone()))),
-                        None => Step::Wait(WaitKind::Read(id)),
-                    },
-                    Err(e) => Step::Done(Err(from_read_error(e))),
-                }
-            })
-            .await;
-        match &res {
-            Ok(None) => self.done = true,
-            Err(e) => {
-                if let Some(ReadError::Reset(code)) =
-                    e.get_ref().and_then(|i| i.downcast_ref::<ReadError>())
-                {
-                    self.done = true;
-                    self.reset = Some(*code);
-                }
-            }
-            _ => {}
-        }
-        res
+        let guard = Release(self);
+        poll_fn(|cx| guard.0.poll_read_chunk(cx, max)).await
     }
 
     /// Stops receiving (STOP_SENDING with `code`).
@@ -241,6 +445,7 @@ impl NativeRecv {
 
 impl Drop for NativeRecv {
     fn drop(&mut self) {
+        self.release_waiter();
         if !self.done {
             // As quinn: a stream dropped before its end is stopped (0).
             let _ = self.stop(VarInt::from_u32(0));
