@@ -5,9 +5,11 @@
 //! (`poll_write_some`, `close_finish`, `poll_read_some`, in `stream.rs`);
 //! the four impls here are thin adapters over them, so both trait
 //! families behave the same. On the native backend those functions lock
-//! the connection and call quinn-proto on the caller's task (no spawned
-//! task, no allocation per call; see `native/streams.rs` for how a waiting
-//! poll registers at most one waker per stream half). On the bridge
+//! the connection and call quinn-proto on the caller's task: no spawned
+//! task, nothing allocated by this layer per call (quinn-proto copies a
+//! written slice into its send buffer, as for `write`), and a waiting
+//! poll registers at most one waker per stream half (see
+//! `native/streams.rs`). On the bridge
 //! backend they call quinn's own poll functions on the caller's task
 //! (quinn's connection driver keeps running on the bridge runtime and
 //! wakes it), so unlike the bridge's async methods they spawn nothing and
