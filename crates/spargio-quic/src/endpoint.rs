@@ -106,20 +106,27 @@ impl QuicEndpoint {
     }
 
     /// A client bound to `addr` (usually port 0) with default options
-    /// (native, one driver on the calling shard; called from outside the
-    /// runtime, successive clients take the shards in turn).
+    /// (native, one driver per runtime shard, all on one port; see
+    /// [`client_with_options`](Self::client_with_options)).
     pub fn client(handle: impl AsRef<RuntimeHandle>, addr: SocketAddr) -> io::Result<QuicEndpoint> {
         QuicEndpoint::client_with_options(handle, addr, QuicEndpointOptions::default())
     }
 
-    /// A client bound to `addr`.
+    /// A client bound to `addr`. With the native backend it gets
+    /// [`QuicEndpointOptions::shards`] drivers (default: one per runtime
+    /// shard, the first on the calling shard), all bound to one port and
+    /// routed by connection id like a server's; `connect` uses the
+    /// calling shard's driver (from outside the runtime, the drivers in
+    /// turn), so a client's connections spread over the shards with the
+    /// tasks that make them. Where the kernel refuses the routing program,
+    /// the client keeps one driver (answers could not find the others).
     pub fn client_with_options(
         handle: impl AsRef<RuntimeHandle>,
         addr: SocketAddr,
         options: QuicEndpointOptions,
     ) -> io::Result<QuicEndpoint> {
         let handle = handle.as_ref();
-        let n = options.shards.unwrap_or(1).max(1);
+        let n = options.shards.unwrap_or(handle.shard_count()).max(1);
         // The calling shard; from outside the runtime, shards in turn.
         static NEXT_OUTSIDE: std::sync::atomic::AtomicUsize =
             std::sync::atomic::AtomicUsize::new(0);
@@ -183,7 +190,7 @@ impl QuicEndpoint {
                         bind,
                     );
                     o.server_config = server.clone();
-                    o.reuse_port = server.is_some() && n > 1;
+                    o.reuse_port = n > 1;
                     o.max_inflight_ops = options.max_inflight_ops;
                     o.accept_backlog = options.accept_backlog;
                     o.segmentation_offload = options.segmentation_offload;
@@ -205,15 +212,19 @@ impl QuicEndpoint {
                         let routed = drivers[0].shared.cid_routed.load(Ordering::Relaxed);
                         driver.shared.cid_routed.store(routed, Ordering::Relaxed);
                     }
-                    if i == 0 && server.is_some() {
+                    if i == 0 {
                         // The others share the first socket's (maybe
                         // kernel-picked) port.
                         bind = driver.local_addr();
                     }
-                    if server.is_none() {
-                        bind = addr;
-                    }
                     drivers.push(driver);
+                }
+                if server.is_none() && drivers.len() > 1 && !drivers[0].probe().cid_routed {
+                    // A client picks the driver of a connection before
+                    // the first answer: without the routing program, the
+                    // kernel's hash would send every answer from one
+                    // server to one socket. Keep one driver.
+                    drivers.drain(1..).for_each(|d| d.shutdown());
                 }
                 EndpointKind::Native { drivers, accept }
             }
@@ -346,9 +357,15 @@ impl QuicEndpoint {
         let attempt = async {
             match &self.inner.kind {
                 EndpointKind::Native { drivers, .. } => {
-                    use std::sync::atomic::Ordering;
+                    // The calling shard's driver (the connection's work
+                    // stays beside the task that made it); else in turn.
+                    let here = spargio::ShardCtx::current().and_then(|c| {
+                        drivers.iter().position(|d| d.owner_shard() == c.shard_id())
+                    });
                     // Relaxed: round-robin position only.
-                    let i = self.inner.next_driver.fetch_add(1, Ordering::Relaxed) % drivers.len();
+                    let i = here.unwrap_or_else(|| {
+                        self.inner.next_driver.fetch_add(1, Ordering::Relaxed) % drivers.len()
+                    });
                     let inner = drivers[i].connect(config, addr, server_name).await?;
                     let conn = inner.acquire();
                     inner.established().await?;

@@ -47,18 +47,20 @@ pub struct QuicEndpointOptions {
     pub max_inflight_ops: usize,
     /// The implementation (default [`QuicBackend::Native`]).
     pub backend: QuicBackend,
-    /// Native drivers (one UDP socket each, on consecutive shards). A
-    /// server with more than one binds every socket to the same address
+    /// Native drivers (one UDP socket each, on consecutive shards). An
+    /// endpoint with more than one binds every socket to the same address
     /// with `SO_REUSEPORT`, and a kernel program delivers each datagram
-    /// to the driver its destination connection id names: new connections
-    /// spread over the drivers (even from one client port), and a client
+    /// to the driver its destination connection id names: a server's new
+    /// connections spread over the drivers (even from one client port),
+    /// a client's go to the driver on the shard that connects, and a peer
     /// that changes address keeps reaching its connection. Where the
-    /// kernel refuses the program, its 4-tuple hash picks the driver
-    /// instead, and a client that changes address may be lost
+    /// kernel refuses the program, a server's drivers are picked by its
+    /// 4-tuple hash instead (a client that changes address may then be
+    /// lost) and a client keeps one driver
     /// ([`NativeProtoDriverProbe::cid_routed`](crate::NativeProtoDriverProbe::cid_routed)
-    /// tells). `None` (the default): one per runtime shard for a server,
-    /// one on the calling shard for a client (shards in turn for clients
-    /// made outside the runtime).
+    /// tells). `None` (the default): one per runtime shard, the first on
+    /// the calling shard for a client (shards in turn for clients made
+    /// outside the runtime).
     pub shards: Option<usize>,
     /// Established (or handshaking) connections a server keeps for
     /// `accept` before refusing new ones (default 1024).
