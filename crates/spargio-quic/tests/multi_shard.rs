@@ -172,3 +172,43 @@ async fn a_client_that_changes_port_keeps_its_connection(handle: RuntimeHandle) 
     }
     drop(acceptor);
 }
+
+/// A client endpoint has a driver per shard on one port; a connection
+/// made on a shard belongs to that shard's driver, and the server's
+/// answers find it (all of them share one 4-tuple, which the kernel's
+/// hash alone would send to one socket).
+#[spargio::test(shards = 2)]
+async fn a_clients_connections_use_the_driver_of_the_shard_that_made_them(handle: RuntimeHandle) {
+    const PER_SHARD: u64 = 4;
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, QuicEndpointOptions::default());
+    let acceptor = checksum_server(&handle, &server, 2 * PER_SHARD as usize);
+    let ep = client(&handle, &certs, None, QuicEndpointOptions::default());
+    let drivers = ep.drivers();
+    assert_eq!(drivers.len(), 2, "default: one client driver per shard");
+    assert_eq!(drivers[0].local_addr(), drivers[1].local_addr());
+    assert!(drivers.iter().all(|d| d.probe().cid_routed));
+    let addr = server.local_addr().unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..2 * PER_SHARD {
+        let ep = ep.clone();
+        tasks.push(
+            handle
+                .spawn_pinned((i % 2) as usize, async move {
+                    let conn = ep.connect(addr, SERVER_NAME).await.unwrap();
+                    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+                    let sent = send_pattern(&mut send, 64 * 1024, i).await;
+                    let answer = recv.read_to_end(8).await.unwrap();
+                    conn.close(0, b"");
+                    answer == sent.to_le_bytes()
+                })
+                .unwrap(),
+        );
+    }
+    for t in tasks {
+        assert!(hang("client", t).await.unwrap(), "checksum mismatch");
+    }
+    hang("acceptor", acceptor).await.unwrap();
+    let per_driver: Vec<u64> = drivers.iter().map(|d| d.stats().registrations).collect();
+    assert_eq!(per_driver, vec![PER_SHARD, PER_SHARD]);
+}
