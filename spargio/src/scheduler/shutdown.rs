@@ -15,7 +15,13 @@
 //!    some queue and are dropped on a later round.
 //! 3. Stop when no task is left in any shard's registry, napping in the
 //!    kernel between rounds: a shard must keep draining while others may
-//!    still route tasks to it.
+//!    still route tasks to it. Before each nap, wake again every task
+//!    still registered here: a stealable task that another shard (still
+//!    finishing its batch) stole and polled after step 1 woke it may have
+//!    returned `Pending` holding no waker anywhere (what it waited on was
+//!    dropped with another task), and nothing else would ever schedule it
+//!    to be dropped. A wake of a task already queued or running is a
+//!    no-op, so the extra wakes cost nothing but the registry walk.
 //! 4. Drop unconsumed messages; close the op table, cancel and reap every
 //!    native operation still in the ring (`ops.rs`); count this shard out
 //!    of the exit latch. The driver then completes and reaps its internal
@@ -50,6 +56,9 @@ impl Worker {
                 break;
             }
             if !dropped_any {
+                for waker in self.me().registry.live() {
+                    waker.wake();
+                }
                 self.nap();
             }
         }
@@ -82,6 +91,9 @@ impl Worker {
                 break;
             }
             if !dropped_any {
+                for waker in self.me().registry.live() {
+                    let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
+                }
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }

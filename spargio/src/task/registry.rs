@@ -85,6 +85,12 @@ impl<V: Clone> Registry<V> {
         inner.tasks.iter().map(|(_, w)| w.clone()).collect()
     }
 
+    /// The value of every task still registered (shutdown wakes them
+    /// again each round: see `scheduler/shutdown.rs`).
+    pub(crate) fn live(&self) -> Vec<V> {
+        self.lock().tasks.iter().map(|(_, w)| w.clone()).collect()
+    }
+
     /// The exit condition of shutdown: no task is left in any of
     /// `registries`.
     pub(crate) fn all_gone<'a>(registries: impl IntoIterator<Item = &'a Registry<V>>) -> bool

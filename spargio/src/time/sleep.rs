@@ -132,10 +132,12 @@ impl Sleep {
                      create it with RuntimeHandle::sleep to wait from other threads"
                 )
             });
-        assert!(
-            !shared.is_closing(),
-            "spargio::time::Sleep armed on a runtime that is shutting down"
-        );
+        if shared.is_closing() {
+            // The runtime is dropping every task, this one included (the
+            // shutdown re-wakes what is left until it is gone): nothing
+            // to arm, and nothing to panic about.
+            return Poll::Pending;
+        }
         let tick = shared.clock.tick_at_or_after(self.deadline);
         let timers = &shared.shards[shard].timers;
         let (key, earliest) = timers.arm(tick, cx.waker());
