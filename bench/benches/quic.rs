@@ -191,8 +191,7 @@ impl QuinnSide {
 
     /// Uploads `data` on a new bi stream of each connection at once;
     /// returns the bytes the server confirmed.
-    fn bulk(&self, conns: &[quinn::Connection], data: &Bytes) -> usize {
-        let want = byte_sum(data);
+    fn bulk(&self, conns: &[quinn::Connection], data: &Bytes, want: u64) -> usize {
         let tasks: Vec<_> = conns
             .iter()
             .map(|conn| {
@@ -313,10 +312,11 @@ type SpargioStream = (QuicSendStream, QuicRecvStream);
 
 impl SpargioSide {
     fn new(tls: &Tls, serve: Serve, backend: QuicBackend) -> SpargioSide {
-        let rt = Runtime::builder()
-            .shards(2)
-            .build()
-            .expect("spargio runtime");
+        let mut b = Runtime::builder().shards(2);
+        if let Ok(v) = std::env::var("QB_SPIN") {
+            b = b.spin_before_park(std::time::Duration::from_micros(v.parse().unwrap()));
+        }
+        let rt = b.build().expect("spargio runtime");
         let handle = rt.handle();
         let options = QuicEndpointOptions::default().with_backend(backend);
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
@@ -361,8 +361,7 @@ impl SpargioSide {
         self.block_on(async move { ep.connect(addr, "localhost").await.unwrap() })
     }
 
-    fn bulk(&self, conns: &[QuicConnection], data: &Bytes) -> usize {
-        let want = byte_sum(data);
+    fn bulk(&self, conns: &[QuicConnection], data: &Bytes, want: u64) -> usize {
         let tasks: Vec<_> = conns
             .iter()
             .map(|conn| {
@@ -510,19 +509,23 @@ fn report_stats(group: &str, variant: &str, stats: quinn::ConnectionStats) {
 fn bulk_1conn(c: &mut Criterion) {
     let tls = Tls::new();
     let data = payload(BULK_1CONN);
+    // The answer every iteration must get (summed once, outside the
+    // timed loop: 16 MiB summed on the bench thread would add a serial
+    // stretch to every variant's iteration).
+    let want = byte_sum(&data);
     let mut group = cpu::Group::new(c, "quic_bulk_1conn");
     group.throughput(Throughput::Bytes(BULK_1CONN as u64));
     group.inner().sample_size(10);
     {
         let side = QuinnSide::new(&tls, Serve::Sum);
         let conns = vec![side.connect()];
-        group.bench("quinn_tokio", || black_box(side.bulk(&conns, &data)));
+        group.bench("quinn_tokio", || black_box(side.bulk(&conns, &data, want)));
         report_stats("quic_bulk_1conn", "quinn_tokio", conns[0].stats());
     }
     for (name, backend) in SPARGIO {
         let side = SpargioSide::new(&tls, Serve::Sum, backend);
         let conns = vec![side.connect()];
-        group.bench(name, || black_box(side.bulk(&conns, &data)));
+        group.bench(name, || black_box(side.bulk(&conns, &data, want)));
         report_stats("quic_bulk_1conn", name, conns[0].stats());
     }
     group.finish();
@@ -531,19 +534,20 @@ fn bulk_1conn(c: &mut Criterion) {
 fn bulk_16conn(c: &mut Criterion) {
     let tls = Tls::new();
     let data = payload(BULK_PER_CONN);
+    let want = byte_sum(&data);
     let mut group = cpu::Group::new(c, "quic_bulk_16conn");
     group.throughput(Throughput::Bytes((BULK_CONNS * BULK_PER_CONN) as u64));
     group.inner().sample_size(10);
     {
         let side = QuinnSide::new(&tls, Serve::Sum);
         let conns: Vec<_> = (0..BULK_CONNS).map(|_| side.connect()).collect();
-        group.bench("quinn_tokio", || black_box(side.bulk(&conns, &data)));
+        group.bench("quinn_tokio", || black_box(side.bulk(&conns, &data, want)));
         report_stats("quic_bulk_16conn", "quinn_tokio", conns[0].stats());
     }
     for (name, backend) in SPARGIO {
         let side = SpargioSide::new(&tls, Serve::Sum, backend);
         let conns: Vec<_> = (0..BULK_CONNS).map(|_| side.connect()).collect();
-        group.bench(name, || black_box(side.bulk(&conns, &data)));
+        group.bench(name, || black_box(side.bulk(&conns, &data, want)));
         report_stats("quic_bulk_16conn", name, conns[0].stats());
     }
     group.finish();

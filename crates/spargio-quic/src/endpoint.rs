@@ -359,9 +359,8 @@ impl QuicEndpoint {
                 EndpointKind::Native { drivers, .. } => {
                     // The calling shard's driver (the connection's work
                     // stays beside the task that made it); else in turn.
-                    let here = spargio::ShardCtx::current().and_then(|c| {
-                        drivers.iter().position(|d| d.owner_shard() == c.shard_id())
-                    });
+                    let here = spargio::ShardCtx::current()
+                        .and_then(|c| drivers.iter().position(|d| d.owner_shard() == c.shard_id()));
                     // Relaxed: round-robin position only.
                     let i = here.unwrap_or_else(|| {
                         self.inner.next_driver.fetch_add(1, Ordering::Relaxed) % drivers.len()

@@ -599,3 +599,61 @@ async fn past_the_accept_backlog_new_clients_are_refused(handle: RuntimeHandle) 
     assert!(third.is_ok());
     drop(first);
 }
+
+/// A socket keeps more receives waiting while datagrams queue up (a bulk
+/// upload) and one while they come one at a time (request/response):
+/// each datagram wakes every waiting receive, and all but one then fail.
+#[spargio::test(shards = 2)]
+async fn receives_kept_waiting_follow_the_traffic(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let (c, s) = pair(&client, &server).await;
+    let echo = handle
+        .spawn_stealable(async move {
+            let (mut send, mut recv) = s.accept_bi().await?;
+            while let Some(chunk) = recv.read_chunk(usize::MAX).await? {
+                send.write_bytes(chunk).await?;
+            }
+            send.finish()?;
+            io::Result::Ok(())
+        })
+        .unwrap();
+    let (mut send, mut recv) = c.open_bi().await.unwrap();
+    let mut exchange = async |msg: Bytes| {
+        let (_, got) = join(send.write_bytes(msg.clone()), async {
+            let mut got = Vec::new();
+            while got.len() < msg.len() {
+                let chunk = recv.read_chunk(msg.len() - got.len()).await.unwrap();
+                got.extend_from_slice(&chunk.expect("echo ended early"));
+            }
+            got
+        })
+        .await;
+        assert_eq!(got, msg);
+    };
+    // Bulk: 8 MiB each way; the kernel coalesces what queues up.
+    hang("bulk", exchange(Bytes::from(pattern(8 << 20, 1)))).await;
+    let drivers: Vec<_> = server
+        .drivers()
+        .iter()
+        .chain(client.drivers())
+        .cloned()
+        .collect();
+    let grows: u64 = drivers.iter().map(|d| d.stats().receive_window_grows).sum();
+    assert!(
+        grows > 0,
+        "no driver kept more receives waiting during a bulk transfer"
+    );
+    // Then one small message at a time.
+    for i in 0..100 {
+        hang("ping", exchange(Bytes::from(pattern(64, i)))).await;
+    }
+    let armed: Vec<usize> = drivers.iter().map(|d| d.probe().receives_armed).collect();
+    assert!(
+        armed.iter().all(|&n| n == 1),
+        "receives kept waiting after request/response: {armed:?}"
+    );
+    send.finish().unwrap();
+    hang("echo task", echo).await.unwrap().unwrap();
+}

@@ -135,6 +135,7 @@ impl NativeProtoDriver {
             max_gso_segments: s.max_gso_segments.load(Ordering::Relaxed),
             gro: s.gro.load(Ordering::Relaxed),
             cid_routed: s.cid_routed.load(Ordering::Relaxed),
+            receives_armed: s.receives_armed.load(Ordering::Relaxed),
             closed: s.is_closed(),
         }
     }

@@ -126,6 +126,8 @@ pub(crate) struct DriverShared {
     pub(crate) gro: AtomicBool,
     /// The group's routing program is attached (see `route.rs`).
     pub(crate) cid_routed: AtomicBool,
+    /// Receives the driver keeps waiting now (see `driver_task/io.rs`).
+    pub(crate) receives_armed: AtomicUsize,
     pub(crate) counters: DriverCounters,
     pub(crate) fault_counters: FaultCounters,
     pub(crate) events: EventLog,
@@ -172,6 +174,7 @@ impl DriverShared {
             max_gso_segments: AtomicUsize::new(1),
             gro: AtomicBool::new(false),
             cid_routed: AtomicBool::new(false),
+            receives_armed: AtomicUsize::new(1),
             counters: DriverCounters::default(),
             fault_counters: FaultCounters::default(),
             events: EventLog::default(),

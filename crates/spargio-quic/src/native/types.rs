@@ -30,7 +30,12 @@ pub struct NativeProtoDriverOptions {
     pub max_inflight_ops: usize,
     /// Bound on UDP sends in flight on the ring at once.
     pub max_pending_transmits: usize,
-    /// Receives kept in flight on the ring at once.
+    /// The most receives kept in flight on the ring at once (default 4).
+    /// The driver keeps one while datagrams arrive one at a time (each
+    /// datagram wakes every waiting receive, and the losers take a detour
+    /// through an io-wq thread), and more, up to this, while the kernel
+    /// coalesces queued datagrams (GRO), i.e. while they arrive faster
+    /// than one receive takes them.
     pub receives_in_flight: usize,
     /// Bound on accepted connections not yet taken by `accept()`
     /// (including those still handshaking); more are refused.
@@ -180,6 +185,13 @@ counters! {
     send_errors,
     /// Failed UDP receives.
     recv_errors,
+    /// Times the driver added a waiting receive because datagrams were
+    /// queueing up (see [`NativeProtoDriverProbe::receives_armed`]).
+    receive_window_grows,
+    /// Receives that found no datagram (`EAGAIN`): each datagram wakes
+    /// every receive waiting on the socket and the losers end empty. Not
+    /// errors; the driver then keeps fewer receives waiting.
+    recv_would_block,
     /// Connections registered (accepted or connected).
     registrations,
     /// Incoming connections refused because the accept backlog was full.
@@ -324,4 +336,8 @@ pub struct NativeProtoDriverProbe {
     /// driver, and where the kernel has no reuseport programs: then its
     /// 4-tuple hash picks the driver.
     pub cid_routed: bool,
+    /// Receives the driver keeps waiting on its socket now: one while
+    /// datagrams come one at a time, up to
+    /// [`NativeProtoDriverOptions::receives_in_flight`] while they queue up.
+    pub receives_armed: usize,
 }

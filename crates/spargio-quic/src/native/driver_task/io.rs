@@ -30,6 +30,7 @@ impl DriverTask {
                 let seg = meta.segment_size.unwrap_or(meta.len).max(1);
                 if seg < meta.len {
                     c.gro_batches.fetch_add(1, Ordering::Relaxed);
+                    self.queued = true;
                 }
                 let ecn = meta.ecn.and_then(quinn_proto::EcnCodepoint::from_bits);
                 let now = Instant::now();
@@ -49,8 +50,20 @@ impl DriverTask {
             }
             // EAGAIN: a receive that lost a datagram to another one in
             // flight and ran on an io-wq worker (see `udp::bind_socket`):
-            // not an error, just re-armed.
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            // not an error, and a sign that receives wait in vain.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                self.shared
+                    .counters
+                    .recv_would_block
+                    .fetch_add(1, Ordering::Relaxed);
+                self.armed = self.armed.saturating_sub(1).max(1);
+                self.shared
+                    .receives_armed
+                    .store(self.armed, Ordering::Relaxed);
+                if self.recvs.len() >= self.armed {
+                    return;
+                }
+            }
             Err(_) => {
                 self.shared
                     .counters
@@ -59,6 +72,37 @@ impl DriverTask {
             }
         }
         self.rearm(buf);
+    }
+
+    /// How many receives to keep waiting, after a pass that handled
+    /// `ready` completed ones. Every waiting receive is woken by each
+    /// datagram, and all but one then fail and wait again (kernel work on
+    /// this shard, per datagram), so the driver keeps one waiting while
+    /// datagrams come one at a time, and one more (up to
+    /// `receives_in_flight`) each time they are found queued up: several
+    /// receives completed in one pass, or the kernel coalesced several
+    /// datagrams into one (GRO). A pass that found one lone datagram
+    /// gives one back.
+    pub(super) fn adapt_armed(&mut self, ready: usize) {
+        if ready == 0 {
+            return;
+        }
+        let before = self.armed;
+        if ready > 1 || std::mem::take(&mut self.queued) {
+            self.armed = (self.armed + 1).min(self.receives);
+        } else {
+            self.armed = self.armed.saturating_sub(1).max(1);
+        }
+        if self.armed != before {
+            let s = &self.shared;
+            // Relaxed: statistics.
+            s.receives_armed.store(self.armed, Ordering::Relaxed);
+            if self.armed > before {
+                s.counters
+                    .receive_window_grows
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     pub(super) fn rearm(&mut self, mut buf: BytesMut) {

@@ -50,8 +50,14 @@ pub(crate) struct DriverTask {
     udp: UdpIo,
     /// Receives in flight, in submission order.
     recvs: VecDeque<OrderedRecv>,
-    /// How many receives to keep in flight.
+    /// The most receives to keep in flight.
     receives: usize,
+    /// How many to keep in flight now, from 1 up to `receives` (see
+    /// `io.rs`, `adapt_armed`): one while datagrams come one at a time,
+    /// more while they queue up.
+    armed: usize,
+    /// This pass's receives found datagrams queued up (GRO coalesced).
+    queued: bool,
     recv_done: Vec<(u64, RecvDone)>,
     sends: Vec<(SendOp, Option<Arc<ConnInner>>)>,
     max_sends: usize,
@@ -111,6 +117,8 @@ impl DriverTask {
             udp,
             recvs: VecDeque::new(),
             receives: receives.max(1),
+            armed: 1,
+            queued: false,
             recv_done: Vec::new(),
             sends: Vec::with_capacity(max_sends),
             max_sends: max_sends.max(1),
@@ -225,7 +233,7 @@ impl Future for DriverTask {
                 progress = true;
             }
             progress |= this.take_outgoing();
-            while !this.shutting_down && this.recvs.len() < this.receives {
+            while !this.shutting_down && this.recvs.len() < this.armed {
                 this.rearm(BytesMut::new());
             }
             // Completed receives are handled in completion order (see
@@ -243,11 +251,13 @@ impl Future for DriverTask {
             }
             this.recv_done.sort_by_key(|d| d.0);
             let mut done = std::mem::take(&mut this.recv_done);
+            let ready = done.len();
             for (_, d) in done.drain(..) {
                 this.on_recv(d);
                 progress = true;
             }
             this.recv_done = done;
+            this.adapt_armed(ready);
             progress |= this.poll_sends(cx);
             progress |= this.flush_pending();
             if this.shutting_down && this.sends.is_empty() && this.pending.is_empty() {
