@@ -42,8 +42,11 @@
 //!    tasks handed it (endpoint events go to `Endpoint::handle_event`,
 //!    whose answers go back to the connection's mailbox; `Drained`
 //!    removes the connection and stops its task; transmits queue for a
-//!    send slot); polls the receives in flight (`receives_in_flight`,
-//!    each into a slice of a recycled arena) and handles the completed
+//!    send slot); polls the receives in flight (one while datagrams
+//!    come one at a time, up to `receives_in_flight` while they queue
+//!    up: every waiting receive is woken by each datagram; see
+//!    `driver_task/io.rs`), each into a slice of a recycled arena, and
+//!    handles the completed
 //!    ones in completion order (`udp::OrderedRecv`: handling them in
 //!    submission order reorders datagrams, which quinn-proto takes for
 //!    loss), feeding each datagram to `Endpoint::handle`: a connection
