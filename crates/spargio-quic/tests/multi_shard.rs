@@ -22,26 +22,7 @@ async fn sixteen_clients_land_on_both_shards_and_all_complete(handle: RuntimeHan
     assert_eq!(drivers[0].local_addr(), drivers[1].local_addr());
 
     // The server answers each bi stream with its checksum.
-    let acceptor = {
-        let server = server.clone();
-        let handle2 = handle.clone();
-        handle
-            .spawn_stealable(async move {
-                for _ in 0..16 {
-                    let conn = server.accept().await.unwrap();
-                    handle2
-                        .spawn_stealable(async move {
-                            let (mut send, mut recv) = conn.accept_bi().await.unwrap();
-                            let (_, sum) = recv_checksum(&mut recv).await;
-                            send.write_all(&sum.to_le_bytes()).await.unwrap();
-                            send.finish().unwrap();
-                            conn.closed().await;
-                        })
-                        .unwrap();
-                }
-            })
-            .unwrap()
-    };
+    let acceptor = checksum_server(&handle, &server, 16);
 
     // 16 client endpoints (16 source ports), spread over both shards.
     let addr = server.local_addr().unwrap();
@@ -53,12 +34,7 @@ async fn sixteen_clients_land_on_both_shards_and_all_complete(handle: RuntimeHan
             handle
                 .spawn_pinned((i % 2) as usize, async move {
                     let ep = client(&h, &certs, None, QuicEndpointOptions::default());
-                    let conn = ep.connect(addr, SERVER_NAME).await.unwrap();
-                    let (mut send, mut recv) = conn.open_bi().await.unwrap();
-                    let sent = send_pattern(&mut send, 256 * 1024, i).await;
-                    let answer = recv.read_to_end(8).await.unwrap();
-                    conn.close(0, b"");
-                    answer == sent.to_le_bytes()
+                    checked_upload(&ep, addr, 256 * 1024, i).await
                 })
                 .unwrap(),
         );
@@ -73,6 +49,22 @@ async fn sixteen_clients_land_on_both_shards_and_all_complete(handle: RuntimeHan
         per_driver.iter().all(|&n| n > 0),
         "the kernel put every connection on one socket: {per_driver:?}"
     );
+}
+
+/// Connects, uploads `len` pattern bytes (seed `seed`) on a bi stream to a
+/// [`checksum_server`] and closes; whether its answer matched.
+async fn checked_upload(
+    ep: &QuicEndpoint,
+    addr: std::net::SocketAddr,
+    len: usize,
+    seed: u64,
+) -> bool {
+    let conn = ep.connect(addr, SERVER_NAME).await.unwrap();
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    let sent = send_pattern(&mut send, len, seed).await;
+    let answer = recv.read_to_end(8).await.unwrap();
+    conn.close(0, b"");
+    answer == sent.to_le_bytes()
 }
 
 /// Serves `n` connections: each bi stream is answered with its checksum.
@@ -121,14 +113,7 @@ async fn one_client_port_spreads_its_connections_over_the_drivers(handle: Runtim
         let ep = ep.clone();
         tasks.push(
             handle
-                .spawn_stealable(async move {
-                    let conn = ep.connect(addr, SERVER_NAME).await.unwrap();
-                    let (mut send, mut recv) = conn.open_bi().await.unwrap();
-                    let sent = send_pattern(&mut send, 64 * 1024, i).await;
-                    let answer = recv.read_to_end(8).await.unwrap();
-                    conn.close(0, b"");
-                    answer == sent.to_le_bytes()
-                })
+                .spawn_stealable(async move { checked_upload(&ep, addr, 64 * 1024, i).await })
                 .unwrap(),
         );
     }
@@ -195,12 +180,7 @@ async fn a_clients_connections_use_the_driver_of_the_shard_that_made_them(handle
         tasks.push(
             handle
                 .spawn_pinned((i % 2) as usize, async move {
-                    let conn = ep.connect(addr, SERVER_NAME).await.unwrap();
-                    let (mut send, mut recv) = conn.open_bi().await.unwrap();
-                    let sent = send_pattern(&mut send, 64 * 1024, i).await;
-                    let answer = recv.read_to_end(8).await.unwrap();
-                    conn.close(0, b"");
-                    answer == sent.to_le_bytes()
+                    checked_upload(&ep, addr, 64 * 1024, i).await
                 })
                 .unwrap(),
         );

@@ -206,16 +206,10 @@ impl ConnTask {
             return;
         };
         buf.truncate(t.size);
-        let c = &self.inner.driver.counters;
-        let segments = match t.segment_size {
-            Some(s) if s > 0 => buf.len().div_ceil(s),
-            _ => 1,
-        };
-        // Relaxed: statistics.
-        c.datagrams_sent
-            .fetch_add(segments as u64, Ordering::Relaxed);
-        c.bytes_sent.fetch_add(buf.len() as u64, Ordering::Relaxed);
-        c.send_ops.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .driver
+            .counters
+            .count_send(buf.len(), t.segment_size);
         let ecn = t.ecn.map(|e| e as u8);
         self.sends
             .push(udp.send(buf, t.destination, t.segment_size, ecn));

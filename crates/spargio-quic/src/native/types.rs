@@ -139,6 +139,21 @@ impl NativeProtoTransportTuning {
     }
 }
 
+impl DriverCounters {
+    /// Counts one UDP send of `len` bytes (`segment_size`: GSO segments).
+    pub(crate) fn count_send(&self, len: usize, segment_size: Option<usize>) {
+        let segments = match segment_size {
+            Some(s) if s > 0 => len.div_ceil(s),
+            _ => 1,
+        };
+        // Relaxed: statistics.
+        self.datagrams_sent
+            .fetch_add(segments as u64, Ordering::Relaxed);
+        self.bytes_sent.fetch_add(len as u64, Ordering::Relaxed);
+        self.send_ops.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 macro_rules! counters {
     ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
         /// A snapshot of one driver's counters.
@@ -188,9 +203,9 @@ counters! {
     /// Times the driver added a waiting receive because datagrams were
     /// queueing up (see [`NativeProtoDriverProbe::receives_armed`]).
     receive_window_grows,
-    /// Receives that found no datagram (`EAGAIN`): each datagram wakes
-    /// every receive waiting on the socket and the losers end empty. Not
-    /// errors; the driver then keeps fewer receives waiting.
+    /// Receives that found no datagram (`EAGAIN`): a datagram wakes every
+    /// receive waiting on the socket, and a loser the kernel retried on an
+    /// io-wq worker ends empty. Not an error.
     recv_would_block,
     /// Connections registered (accepted or connected).
     registrations,

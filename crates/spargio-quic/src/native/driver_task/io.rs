@@ -19,8 +19,12 @@ use crate::native::udp::{RecvDone, SendDone};
 impl DriverTask {
     // ===== receive path =====
 
-    pub(super) fn on_recv(&mut self, done: RecvDone) {
+    /// Handles one completed receive; returns whether it carried data.
+    /// Its buffer goes back to the socket only while fewer receives wait
+    /// than `armed` asks for.
+    pub(super) fn on_recv(&mut self, done: RecvDone) -> bool {
         let RecvDone { res, mut buf } = done;
+        let carried = res.is_ok();
         match res {
             Ok(meta) => {
                 let mut data = buf.split_to(meta.len.min(buf.len()));
@@ -50,19 +54,12 @@ impl DriverTask {
             }
             // EAGAIN: a receive that lost a datagram to another one in
             // flight and ran on an io-wq worker (see `udp::bind_socket`):
-            // not an error, and a sign that receives wait in vain.
+            // not an error.
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 self.shared
                     .counters
                     .recv_would_block
                     .fetch_add(1, Ordering::Relaxed);
-                self.armed = self.armed.saturating_sub(1).max(1);
-                self.shared
-                    .receives_armed
-                    .store(self.armed, Ordering::Relaxed);
-                if self.recvs.len() >= self.armed {
-                    return;
-                }
             }
             Err(_) => {
                 self.shared
@@ -71,11 +68,14 @@ impl DriverTask {
                     .fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.rearm(buf);
+        if self.recvs.len() < self.armed {
+            self.rearm(buf);
+        }
+        carried
     }
 
     /// How many receives to keep waiting, after a pass that handled
-    /// `ready` completed ones. Every waiting receive is woken by each
+    /// `ready` completed ones that carried data. Every waiting receive is woken by each
     /// datagram, and all but one then fail and wait again (kernel work on
     /// this shard, per datagram), so the driver keeps one waiting while
     /// datagrams come one at a time, and one more (up to
@@ -93,15 +93,12 @@ impl DriverTask {
         } else {
             self.armed = self.armed.saturating_sub(1).max(1);
         }
-        if self.armed != before {
-            let s = &self.shared;
+        if self.armed > before {
             // Relaxed: statistics.
-            s.receives_armed.store(self.armed, Ordering::Relaxed);
-            if self.armed > before {
-                s.counters
-                    .receive_window_grows
-                    .fetch_add(1, Ordering::Relaxed);
-            }
+            self.shared
+                .counters
+                .receive_window_grows
+                .fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -286,15 +283,7 @@ impl DriverTask {
         segment_size: Option<usize>,
         ecn: Option<u8>,
     ) {
-        let c = &self.shared.counters;
-        let segments = match segment_size {
-            Some(s) if s > 0 => buf.len().div_ceil(s),
-            _ => 1,
-        };
-        c.datagrams_sent
-            .fetch_add(segments as u64, Ordering::Relaxed);
-        c.bytes_sent.fetch_add(buf.len() as u64, Ordering::Relaxed);
-        c.send_ops.fetch_add(1, Ordering::Relaxed);
+        self.shared.counters.count_send(buf.len(), segment_size);
         self.sends
             .push((self.udp.send(buf, dst, segment_size, ecn), owner));
     }

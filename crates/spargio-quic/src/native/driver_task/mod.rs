@@ -236,6 +236,10 @@ impl Future for DriverTask {
             while !this.shutting_down && this.recvs.len() < this.armed {
                 this.rearm(BytesMut::new());
             }
+            // Relaxed: a diagnostic (`NativeProtoDriverProbe::receives_armed`).
+            shared
+                .receives_armed
+                .store(this.recvs.len(), Ordering::Relaxed);
             // Completed receives are handled in completion order (see
             // `OrderedRecv`).
             let mut i = 0;
@@ -251,9 +255,9 @@ impl Future for DriverTask {
             }
             this.recv_done.sort_by_key(|d| d.0);
             let mut done = std::mem::take(&mut this.recv_done);
-            let ready = done.len();
+            let mut ready = 0;
             for (_, d) in done.drain(..) {
-                this.on_recv(d);
+                ready += usize::from(this.on_recv(d));
                 progress = true;
             }
             this.recv_done = done;
