@@ -139,6 +139,105 @@ fn gro_coalesces_a_gso_burst_and_keeps_every_byte() {
 }
 
 #[test]
+fn try_recv_msg_drains_what_is_queued_then_would_block() {
+    common::on_runtime(|h| {
+        Box::pin(async move {
+            let sender = bind(&h, "127.0.0.1:0").await;
+            let receiver = bind(&h, "127.0.0.1:0").await;
+            receiver.enable_offload().unwrap();
+            let dst = receiver.local_addr().unwrap();
+            // Nothing queued: WouldBlock, and the buffer comes back.
+            let (res, buf) = receiver.try_recv_msg(Vec::with_capacity(2048));
+            assert_eq!(res.unwrap_err().kind(), ErrorKind::WouldBlock);
+            assert_eq!(buf.capacity(), 2048);
+            // Three datagrams of different sizes and ECN bits, sent before
+            // anyone receives; the first through the ring, the rest now.
+            for (i, ecn) in [(0usize, 1u8), (1, 2), (2, 0)] {
+                let (sent, _) = sender
+                    .send_msg_owned(datagram(i, 100 + i * 50), dst, None, Some(ecn))
+                    .await;
+                assert_eq!(sent.unwrap(), 100 + i * 50);
+            }
+            let (meta, mut buf) = receiver.recv_msg_owned(Vec::with_capacity(2048)).await;
+            assert_eq!(meta.unwrap().len, 100);
+            assert_eq!(buf, datagram(0, 100));
+            for (i, ecn) in [(1usize, 2u8), (2, 0)] {
+                let (res, back) = receiver.try_recv_msg(buf);
+                let meta = res.unwrap();
+                assert_eq!(meta.len, 100 + i * 50);
+                assert_eq!(meta.addr, sender.local_addr().unwrap());
+                assert_eq!(meta.ecn, Some(ecn));
+                assert_eq!(meta.dst_ip, Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+                assert_eq!(back, datagram(i, 100 + i * 50), "datagram {i}, in order");
+                buf = back;
+            }
+            let (res, _) = receiver.try_recv_msg(buf);
+            assert_eq!(res.unwrap_err().kind(), ErrorKind::WouldBlock);
+            // A datagram longer than the buffer is cut to its capacity.
+            sender
+                .send_msg_owned(datagram(9, 500), dst, None, None)
+                .await
+                .0
+                .unwrap();
+            let meta = loop {
+                match receiver.try_recv_msg(Vec::with_capacity(64)) {
+                    (Ok(meta), buf) => {
+                        assert_eq!(buf, datagram(9, 500)[..64].to_vec());
+                        break meta;
+                    }
+                    (Err(e), _) if e.kind() == ErrorKind::WouldBlock => {
+                        spargio::time::sleep(Duration::from_millis(1)).await
+                    }
+                    (Err(e), _) => panic!("{e}"),
+                }
+            };
+            assert_eq!(meta.len, 64);
+        })
+    });
+}
+
+#[test]
+fn try_recv_msg_takes_a_gro_batch_whole() {
+    common::on_runtime(|h| {
+        Box::pin(async move {
+            let sender = bind(&h, "127.0.0.1:0").await;
+            let receiver = bind(&h, "127.0.0.1:0").await;
+            let on = receiver.enable_offload().unwrap();
+            if !has_gso(&sender, "try_recv_msg gro") {
+                return;
+            }
+            if !on.gro {
+                eprintln!("try_recv_msg gro: skipped, this kernel has no UDP GRO");
+                return;
+            }
+            let data = batch(8, 300);
+            let dst = receiver.local_addr().unwrap();
+            let (sent, _) = sender
+                .send_msg_owned(data.clone(), dst, Some(SEG), None)
+                .await;
+            assert_eq!(sent.unwrap(), data.len());
+            let mut got = Vec::new();
+            while got.len() < data.len() {
+                match receiver.try_recv_msg(Vec::with_capacity(64 * 1024)) {
+                    (Ok(meta), buf) => {
+                        assert_eq!(buf.len(), meta.len);
+                        if meta.len > SEG {
+                            assert_eq!(meta.segment_size, Some(SEG));
+                        }
+                        got.extend_from_slice(&buf);
+                    }
+                    (Err(e), _) if e.kind() == ErrorKind::WouldBlock => {
+                        spargio::time::sleep(Duration::from_millis(1)).await
+                    }
+                    (Err(e), _) => panic!("{e}"),
+                }
+            }
+            assert_eq!(got, data);
+        })
+    });
+}
+
+#[test]
 fn ecn_bits_are_sent_and_reported() {
     common::on_runtime(|h| {
         Box::pin(async move {

@@ -657,3 +657,74 @@ async fn receives_kept_waiting_follow_the_traffic(handle: RuntimeHandle) {
     send.finish().unwrap();
     hang("echo task", echo).await.unwrap().unwrap();
 }
+
+/// A handshake flight (several datagrams of different sizes, sent back to
+/// back) is taken off the socket in one pass once its first datagram
+/// completes a ring receive, rather than one ring receive per datagram;
+/// request/response traffic after the handshake never pays for a drain
+/// that finds nothing.
+#[spargio::test(shards = 2)]
+async fn handshake_flights_are_drained_and_short_headers_are_not(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let drained = |ep: &spargio_quic::QuicEndpoint| -> u64 {
+        ep.drivers()
+            .iter()
+            .map(|d| d.stats().receives_drained)
+            .sum()
+    };
+    let mut pairs = Vec::new();
+    for _ in 0..16 {
+        pairs.push(pair(&client, &server).await);
+    }
+    let after_handshakes = drained(&client) + drained(&server);
+    assert!(
+        after_handshakes > 0,
+        "16 handshakes and no datagram was taken behind a completed receive"
+    );
+    // Every connection still carries data both ways.
+    let (c, s) = pairs.pop().unwrap();
+    let echo = handle
+        .spawn_stealable(async move {
+            let (mut send, mut recv) = s.accept_bi().await?;
+            while let Some(chunk) = recv.read_chunk(usize::MAX).await? {
+                send.write_bytes(chunk).await?;
+            }
+            send.finish()?;
+            io::Result::Ok(())
+        })
+        .unwrap();
+    let (mut send, mut recv) = c.open_bi().await.unwrap();
+    // Let the handshake's last packets (acknowledgements, HANDSHAKE_DONE)
+    // settle before counting.
+    hang("first ping", async {
+        send.write_all(b"ping").await.unwrap();
+        let got = recv.read_chunk(4).await.unwrap().unwrap();
+        assert_eq!(&got[..], b"ping");
+    })
+    .await;
+    let before = drained(&client) + drained(&server);
+    for i in 0..100 {
+        let msg = Bytes::from(pattern(64, i));
+        send.write_bytes(msg.clone()).await.unwrap();
+        let mut got = Vec::new();
+        while got.len() < msg.len() {
+            let chunk = hang("pong", recv.read_chunk(msg.len() - got.len()))
+                .await
+                .unwrap();
+            got.extend_from_slice(&chunk.expect("echo ended early"));
+        }
+        assert_eq!(got, msg);
+    }
+    assert_eq!(
+        drained(&client) + drained(&server),
+        before,
+        "request/response datagrams (short headers) were drained"
+    );
+    send.finish().unwrap();
+    hang("echo task", echo).await.unwrap().unwrap();
+    for (c, s) in pairs {
+        assert!(c.close_reason().is_none() && s.close_reason().is_none());
+    }
+}

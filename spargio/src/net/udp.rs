@@ -286,6 +286,40 @@ impl UdpSocket {
     pub async fn recv_msg_owned<B: IoBufMut>(&self, buf: B) -> BufResult<UdpRecvMeta, B> {
         udp_offload::recv_msg(&self.core, buf).await
     }
+
+    /// [`recv_msg_owned`](Self::recv_msg_owned) now, if a datagram is
+    /// queued: one non-blocking `recvmsg(2)` on the calling thread,
+    /// without the ring; `WouldBlock` when nothing is queued.
+    ///
+    /// For draining a burst: after a ring receive completes, the datagrams
+    /// that arrived with it are usually queued already, and taking them
+    /// here costs one system call each (and one more that finds the queue
+    /// empty) instead of a ring round trip each. Call it from the task
+    /// that owns the socket's ring receives, after handling their
+    /// completions: a receive still in flight only ever gets datagrams
+    /// that arrive after what this took.
+    ///
+    /// ```no_run
+    /// # spargio::block_on(spargio::run(|handle| async move {
+    /// use spargio::net::UdpSocket;
+    ///
+    /// let socket = UdpSocket::bind(&handle, "127.0.0.1:4433").await.unwrap();
+    /// let (first, mut buf) = socket.recv_msg_owned(Vec::with_capacity(2048)).await;
+    /// println!("{} bytes", first.unwrap().len);
+    /// loop {
+    ///     let (res, back) = socket.try_recv_msg(buf);
+    ///     buf = back;
+    ///     match res {
+    ///         Ok(meta) => println!("{} more bytes from {}", meta.len, meta.addr),
+    ///         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+    ///         Err(e) => panic!("{e}"),
+    ///     }
+    /// }
+    /// # })).unwrap();
+    /// ```
+    pub fn try_recv_msg<B: IoBufMut>(&self, buf: B) -> BufResult<UdpRecvMeta, B> {
+        udp_offload::try_recv_msg(&self.core, buf)
+    }
 }
 
 impl AsRawFd for UdpSocket {

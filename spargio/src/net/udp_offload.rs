@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use super::datagram::DatagramCore;
 use super::tcp::sock_addr;
 use crate::buf::{BufResult, IoBuf, IoBufMut};
-use crate::op::udp_msg::{SendCmsgs, Tos, UdpRecvMsg, UdpSendMsg};
+use crate::op::udp_msg::{recv_now, RecvMsgOut, SendCmsgs, Tos, UdpRecvMsg, UdpSendMsg};
 use crate::op::{Lane, Op};
 
 /// Segments one GSO send may carry (the kernel's `UDP_MAX_SEGMENTS` on
@@ -341,16 +341,23 @@ pub(crate) async fn recv_msg<B: IoBufMut>(
 ) -> BufResult<UdpRecvMeta, B> {
     let op = UdpRecvMsg::new(core.fd.clone(), buf);
     let (res, buf) = Op::submit(&core.handle.shared, Lane::Shard(core.session), op).await;
-    let meta = res.and_then(|out| {
-        Ok(UdpRecvMeta {
-            len: out.len,
-            addr: sock_addr(out.peer)?,
-            segment_size: out.cmsgs.gro_segment,
-            ecn: out.cmsgs.tos.map(|tos| tos & 0b11),
-            dst_ip: out.cmsgs.dst_ip,
-        })
-    });
-    (meta, buf)
+    (res.and_then(recv_meta), buf)
+}
+
+/// [`UdpSocket::try_recv_msg`](super::UdpSocket::try_recv_msg).
+pub(crate) fn try_recv_msg<B: IoBufMut>(core: &DatagramCore, buf: B) -> BufResult<UdpRecvMeta, B> {
+    let (res, buf) = recv_now(core.fd.raw(), buf);
+    (res.and_then(recv_meta), buf)
+}
+
+fn recv_meta(out: RecvMsgOut) -> io::Result<UdpRecvMeta> {
+    Ok(UdpRecvMeta {
+        len: out.len,
+        addr: sock_addr(out.peer)?,
+        segment_size: out.cmsgs.gro_segment,
+        ecn: out.cmsgs.tos.map(|tos| tos & 0b11),
+        dst_ip: out.cmsgs.dst_ip,
+    })
 }
 
 #[cfg(test)]

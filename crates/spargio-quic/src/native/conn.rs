@@ -178,12 +178,24 @@ impl ConnInner {
     }
 
     /// Endpoint task: hands a received datagram's event to the connection
-    /// task (past [`EVENT_QUEUE_CAP`] queued ones it is handled here).
+    /// task (past [`EVENT_QUEUE_CAP`] queued ones it is handled here) and
+    /// wakes it.
     pub(crate) fn deliver(self: &Arc<Self>, event: ConnectionEvent) {
+        if self.queue_event(event) {
+            self.mark_dirty();
+        }
+    }
+
+    /// Endpoint task: [`deliver`](Self::deliver) without the wake, for a
+    /// batch of datagrams whose connections are woken once at its end (a
+    /// task woken at the first datagram of a flight would answer each
+    /// datagram with its own acknowledgement). Returns whether the task
+    /// needs waking (false once stopped).
+    pub(crate) fn queue_event(self: &Arc<Self>, event: ConnectionEvent) -> bool {
         let overflow = {
             let mut mb = lock(&self.mailbox);
             if mb.stopped {
-                return;
+                return false;
             }
             if mb.events.len() < EVENT_QUEUE_CAP {
                 mb.events.push_back(event);
@@ -203,7 +215,7 @@ impl ConnInner {
             }
             st.conn.handle_event(event);
         }
-        self.mark_dirty();
+        true
     }
 
     /// Endpoint task: one outbox item is done (a transmit sent or

@@ -11,17 +11,17 @@
 //! connection task and the user handles, and a small mailbox the
 //! endpoint task fills. Each connection has its own *connection task*
 //! (`conn_task.rs`, as quinn's `ConnectionDriver`), a local task pinned
-//! at spawn on the shard with the fewest live connection tasks (ties: the
-//! endpoint's shard first). A multi-driver server routes datagrams to
-//! its drivers by connection id (`route.rs`). Once it has moved enough
-//! bytes a connection task decides,
-//! once, where to run, and may hand the connection over to a new task on
-//! another shard (the old one only finishes its sends): a connection that
-//! mostly receives goes to its endpoint's shard (each datagram it gets
-//! passes through the endpoint task), one that mostly sends to the shard
-//! with the fewest other connection tasks. So the two ends of a loopback
-//! connection, or many connections, do their crypto on different shards
-//! whichever driver a connection belongs to.
+//! at spawn on its endpoint's shard, where each datagram it gets arrives
+//! (a lone driver's go to the shard with the fewest live connection tasks
+//! instead). A multi-driver endpoint (one driver per shard, the default)
+//! routes datagrams to its drivers by connection id (`route.rs`), which
+//! spreads the connections, and their tasks, over the shards. Once it has
+//! moved enough bytes a connection task decides, once, where to run, and
+//! may hand the connection over to a new task on another shard (the old
+//! one only finishes its sends): to the shard with the fewest connection
+//! tasks, when that evens the counts out. So the two ends of a loopback
+//! connection whose endpoints share a shard still do their crypto on
+//! different shards.
 //!
 //! # How data moves
 //!
@@ -53,11 +53,15 @@
 //!    event goes to that connection's mailbox (bounded by
 //!    `conn::EVENT_QUEUE_CAP`; past it the endpoint task feeds it, and
 //!    the queued ones first, to quinn-proto itself under the connection
-//!    lock, so nothing is dropped or reordered) and wakes the connection
-//!    task; a new connection is accepted (refused with `Incoming::refuse`
-//!    when the accept backlog is full) and its task spawned; polls its
-//!    sends in flight (at most `max_pending_transmits`) and starts queued
-//!    ones.
+//!    lock, so nothing is dropped or reordered); a new connection is
+//!    accepted (refused with `Incoming::refuse` when the accept backlog
+//!    is full) and its task spawned. When those receives carried a
+//!    handshake packet, the rest of its flight is taken off the socket
+//!    at once without the ring (`drain_queued` in `driver_task/io.rs`).
+//!    Then each connection given datagrams is woken, once: a task woken
+//!    at the first datagram of a flight would answer each with its own
+//!    acknowledgement. Last, it polls its sends in flight (at most
+//!    `max_pending_transmits`) and starts queued ones.
 //! 4. A connection task, per pass: takes its mailbox (under the
 //!    connection lock, so datagrams keep their order), feeds the events
 //!    to `handle_event` (decryption), fires its own timer

@@ -207,6 +207,9 @@ counters! {
     /// receive waiting on the socket, and a loser the kernel retried on an
     /// io-wq worker ends empty. Not an error.
     recv_would_block,
+    /// Receives taken without the ring after a ring receive completed
+    /// (the datagrams that arrived with it; see `driver_task/io.rs`).
+    receives_drained,
     /// Connections registered (accepted or connected).
     registrations,
     /// Incoming connections refused because the accept backlog was full.

@@ -42,6 +42,18 @@ pub(crate) struct RecvMeta {
     pub(crate) dst_ip: Option<IpAddr>,
 }
 
+impl From<spargio::net::UdpRecvMeta> for RecvMeta {
+    fn from(m: spargio::net::UdpRecvMeta) -> RecvMeta {
+        RecvMeta {
+            len: m.len,
+            addr: m.addr,
+            segment_size: m.segment_size,
+            ecn: m.ecn,
+            dst_ip: m.dst_ip,
+        }
+    }
+}
+
 /// A finished send.
 pub(crate) struct SendDone {
     pub(crate) res: io::Result<usize>,
@@ -302,16 +314,21 @@ impl UdpIo {
         OrderedRecv::new(Box::pin(async move {
             let (res, buf) = sock.recv_msg_owned(buf).await;
             RecvDone {
-                res: res.map(|m| RecvMeta {
-                    len: m.len,
-                    addr: m.addr,
-                    segment_size: m.segment_size,
-                    ecn: m.ecn,
-                    dst_ip: m.dst_ip,
-                }),
+                res: res.map(RecvMeta::from),
                 buf,
             }
         }))
+    }
+
+    /// Takes a datagram (or a GRO batch) already queued on the socket,
+    /// without the ring; `WouldBlock` when none is (see
+    /// `spargio::net::UdpSocket::try_recv_msg`).
+    pub(crate) fn try_recv(&self, buf: BytesMut) -> RecvDone {
+        let (res, buf) = self.sock.try_recv_msg(buf);
+        RecvDone {
+            res: res.map(RecvMeta::from),
+            buf,
+        }
     }
 
     /// Starts a send of `buf` to `dst` (one datagram, or GSO segments of

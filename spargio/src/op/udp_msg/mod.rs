@@ -26,5 +26,5 @@ mod send;
 mod tests;
 
 pub(crate) use block::{SendCmsgs, Tos};
-pub(crate) use recv::UdpRecvMsg;
+pub(crate) use recv::{recv_now, RecvMsgOut, UdpRecvMsg};
 pub(crate) use send::UdpSendMsg;

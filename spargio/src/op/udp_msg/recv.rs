@@ -1,6 +1,9 @@
 //! `IORING_OP_RECVMSG` with control messages (GRO segment size, TOS,
 //! pktinfo).
 
+use std::io;
+use std::os::fd::RawFd;
+
 use io_uring::{opcode, squeue, types};
 
 use super::block::{RecvCmsgs, UdpMsgBlock};
@@ -64,4 +67,32 @@ unsafe impl<B: IoBufMut> OpKind for UdpRecvMsg<B> {
             Err(e) => (Err(e), self.buf),
         }
     }
+}
+
+/// Receives now, on the calling thread and without the ring: one
+/// non-blocking `recvmsg(2)` into `buf` from its first byte, with the same
+/// control-message room and decoding as [`UdpRecvMsg`]. `WouldBlock` when
+/// nothing is queued.
+pub(crate) fn recv_now<B: IoBufMut>(fd: RawFd, mut buf: B) -> BufResult<RecvMsgOut, B> {
+    let mut msg = UdpMsgBlock::new(buf.stable_mut_ptr(), buf.bytes_total(), None);
+    msg.offer_control();
+    // SAFETY: `fd` is the caller's open socket for the call's duration;
+    // the msghdr points into `msg` (name and control space, with their
+    // sizes) and, through its one iovec, at `bytes_total` bytes of `buf`'s
+    // allocation; both outlive the call, which keeps no pointer.
+    let n = unsafe { libc::recvmsg(fd, &mut msg.hdr, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return (Err(io::Error::last_os_error()), buf);
+    }
+    // As in `complete`: at most the iovec's length.
+    let len = (n as usize).min(msg.iov_len());
+    // SAFETY: the kernel initialized the first `len` bytes, at most the
+    // length we passed (`bytes_total`).
+    unsafe { buf.set_init(len) };
+    let out = RecvMsgOut {
+        len,
+        peer: msg.peer(),
+        cmsgs: msg.decode(),
+    };
+    (Ok(out), buf)
 }

@@ -35,6 +35,10 @@ const MAX_ROUNDS: usize = 32;
 /// packets until the application reads the stream data in them).
 const RECV_ARENA: usize = 1024 * 1024;
 
+/// Receives one drain may take without the ring (see `io.rs`,
+/// `drain_queued`) before the pass moves on.
+const DRAIN_LIMIT: usize = 16;
+
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A transmit waiting for a send slot, with the connection it counts
@@ -58,7 +62,14 @@ pub(crate) struct DriverTask {
     armed: usize,
     /// This pass's receives found datagrams queued up (GRO coalesced).
     queued: bool,
+    /// This pass's receives carried a handshake packet (see `io.rs`,
+    /// `drain_queued`).
+    handshake_seen: bool,
     recv_done: Vec<(u64, RecvDone)>,
+    /// The rest of the receive arena, kept between receives.
+    spare: BytesMut,
+    /// Connections given datagrams this pass, woken once at its end.
+    to_wake: Vec<Arc<ConnInner>>,
     sends: Vec<(SendOp, Option<Arc<ConnInner>>)>,
     max_sends: usize,
     pending: VecDeque<PendingSend>,
@@ -119,7 +130,10 @@ impl DriverTask {
             receives: receives.max(1),
             armed: 1,
             queued: false,
+            handshake_seen: false,
             recv_done: Vec::new(),
+            spare: BytesMut::new(),
+            to_wake: Vec::new(),
             sends: Vec::with_capacity(max_sends),
             max_sends: max_sends.max(1),
             pending: VecDeque::new(),
@@ -234,7 +248,8 @@ impl Future for DriverTask {
             }
             progress |= this.take_outgoing();
             while !this.shutting_down && this.recvs.len() < this.armed {
-                this.rearm(BytesMut::new());
+                let buf = std::mem::take(&mut this.spare);
+                this.rearm(buf);
             }
             // Relaxed: a diagnostic (`NativeProtoDriverProbe::receives_armed`).
             shared
@@ -261,6 +276,14 @@ impl Future for DriverTask {
                 progress = true;
             }
             this.recv_done = done;
+            if std::mem::take(&mut this.handshake_seen) && !this.queued && !this.shutting_down {
+                this.drain_queued();
+            }
+            // Every datagram of the pass is in its mailbox before any
+            // connection task runs (see `ConnInner::queue_event`).
+            for inner in this.to_wake.drain(..) {
+                inner.mark_dirty();
+            }
             this.adapt_armed(ready);
             progress |= this.poll_sends(cx);
             progress |= this.flush_pending();
