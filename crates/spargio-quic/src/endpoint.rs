@@ -13,6 +13,7 @@ use spargio::RuntimeHandle;
 use crate::bridge::BridgeEndpoint;
 use crate::connection::{ConnKind, QuicConnection};
 use crate::metrics::QuicMetrics;
+use crate::native::deal::DealGroup;
 use crate::native::shared::{lock, AcceptQueue};
 use crate::native::{NativeProtoDriver, NativeProtoDriverOptions};
 use crate::options::{QuicBackend, QuicEndpointOptions};
@@ -218,6 +219,17 @@ impl QuicEndpoint {
                         bind = driver.local_addr();
                     }
                     drivers.push(driver);
+                }
+                if server.is_some() && drivers.len() > 1 && drivers[0].probe().cid_routed {
+                    // New connections are dealt to the drivers in turn
+                    // (see `native/deal.rs`); only where datagrams are
+                    // routed by connection id, which is what brings a
+                    // dealt connection's later datagrams to its driver.
+                    let group = Arc::new(DealGroup::default());
+                    group.set_drivers(drivers.iter().map(|d| Arc::downgrade(&d.shared)).collect());
+                    for d in &drivers {
+                        let _ = d.shared.deal.set(group.clone());
+                    }
                 }
                 if server.is_none() && drivers.len() > 1 && !drivers[0].probe().cid_routed {
                     // A client picks the driver of a connection before

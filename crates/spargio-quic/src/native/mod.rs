@@ -15,7 +15,10 @@
 //! (a lone driver's go to the shard with the fewest live connection tasks
 //! instead). A multi-driver endpoint (one driver per shard, the default)
 //! routes datagrams to its drivers by connection id (`route.rs`), which
-//! spreads the connections, and their tasks, over the shards. Once it has
+//! spreads the connections, and their tasks, over the shards. A server
+//! group's new connections are dealt to its drivers in turn (`deal.rs`):
+//! a client's first Initial lands on a random driver, and a burst split
+//! 5:3 leaves one shard with most of the handshake crypto. Once it has
 //! moved enough bytes a connection task decides, once, where to run, and
 //! may hand the connection over to a new task on another shard (the old
 //! one only finishes its sends): to the shard with the fewest connection
@@ -103,6 +106,7 @@
 
 pub(crate) mod conn;
 mod conn_task;
+pub(crate) mod deal;
 mod driver;
 mod driver_task;
 mod faults;

@@ -6,12 +6,13 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 
 use super::conn::ConnInner;
+use super::deal::{DealGroup, Forwarded, FORWARD_QUEUE_CAP};
 use super::faults::{FaultCounters, NativeProtoFaultSpec};
 use super::types::{
     DriverCounters, EventLog, NativeProtoEvent, NativeProtoTimerState, NativeProtoTransportTuning,
@@ -102,6 +103,9 @@ struct Signal {
     tuning: Option<Command>,
     close: Option<Command>,
     shutdown: Option<Command>,
+    /// Connection attempts other drivers of the group dealt to this one
+    /// (at most `FORWARD_QUEUE_CAP`).
+    forwarded: VecDeque<Forwarded>,
 }
 
 /// The state one driver shares with every handle.
@@ -126,6 +130,9 @@ pub(crate) struct DriverShared {
     pub(crate) gro: AtomicBool,
     /// The group's routing program is attached (see `route.rs`).
     pub(crate) cid_routed: AtomicBool,
+    /// The server group this driver deals new connections over (see
+    /// `deal.rs`); unset for a lone driver and a client's.
+    pub(crate) deal: OnceLock<Arc<DealGroup>>,
     /// Receives the driver keeps waiting now (see `driver_task/io.rs`).
     pub(crate) receives_armed: AtomicUsize,
     pub(crate) counters: DriverCounters,
@@ -174,6 +181,7 @@ impl DriverShared {
             max_gso_segments: AtomicUsize::new(1),
             gro: AtomicBool::new(false),
             cid_routed: AtomicBool::new(false),
+            deal: OnceLock::new(),
             receives_armed: AtomicUsize::new(1),
             counters: DriverCounters::default(),
             fault_counters: FaultCounters::default(),
@@ -253,6 +261,24 @@ impl DriverShared {
         Ok(())
     }
 
+    /// Another driver of the group: hands this one a connection attempt
+    /// (see `deal.rs`). Gives it back if this driver is closed or already
+    /// holds `FORWARD_QUEUE_CAP` of them.
+    pub(crate) fn forward(&self, f: Forwarded) -> Result<(), Forwarded> {
+        if self.is_closed() {
+            return Err(f);
+        }
+        {
+            let mut s = lock(&self.signal);
+            if s.forwarded.len() >= FORWARD_QUEUE_CAP {
+                return Err(f);
+            }
+            s.forwarded.push_back(f);
+        }
+        self.notify();
+        Ok(())
+    }
+
     /// Connection task: hands its transmits and endpoint events to the
     /// endpoint task (each already counted in `conn.outbox`).
     pub(crate) fn push_outgoing(&self, conn: &Arc<ConnInner>, items: &mut Vec<Outgoing>) {
@@ -284,6 +310,7 @@ impl DriverShared {
         waker: &Waker,
         outbox: &mut Vec<(Arc<ConnInner>, Outgoing)>,
         commands: &mut VecDeque<Command>,
+        forwarded: &mut VecDeque<Forwarded>,
     ) {
         // Cleared before draining: a `notify` after this point sees
         // false and wakes the driver again. The lock below orders the
@@ -308,6 +335,7 @@ impl DriverShared {
         }
         commands.append(&mut s.connects);
         commands.extend(s.shutdown.take());
+        forwarded.append(&mut s.forwarded);
     }
 
     pub(crate) fn backpressure(&self, connection_id: u64) {

@@ -210,6 +210,12 @@ counters! {
     /// Receives taken without the ring after a ring receive completed
     /// (the datagrams that arrived with it; see `driver_task/io.rs`).
     receives_drained,
+    /// New connection attempts this driver dealt to another driver of
+    /// its server group (see `QuicEndpoint::server`).
+    connections_dealt,
+    /// Datagrams this driver handed to another driver of its group: the
+    /// dealt attempts, and the client's packets that followed them here.
+    datagrams_dealt,
     /// Connections registered (accepted or connected).
     registrations,
     /// Incoming connections refused because the accept backlog was full.

@@ -8,11 +8,13 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::BytesMut;
-use quinn_proto::{DatagramEvent, Incoming, Transmit};
+use quinn_proto::{ConnectionId, DatagramEvent, Incoming, Transmit};
 
 use super::{tuned_transport, DriverTask, DRAIN_LIMIT, RECV_ARENA};
 use crate::native::conn::ConnInner;
+use crate::native::deal::{is_initial_v1, long_header_dcid, Forwarded};
 use crate::native::faults::Egress;
+use crate::native::shared::DriverShared;
 use crate::native::types::NativeProtoEvent;
 use crate::native::udp::{RecvDone, SendDone};
 
@@ -106,7 +108,7 @@ impl DriverTask {
                     {
                         continue;
                     }
-                    self.handle_datagram(now, meta.addr, meta.dst_ip, ecn, one);
+                    self.handle_datagram(now, meta.addr, meta.dst_ip, ecn, one, false);
                 }
             }
             // EAGAIN: a receive that lost a datagram to another one in
@@ -175,6 +177,8 @@ impl DriverTask {
         }
     }
 
+    /// Feeds one datagram to the endpoint; `dealt`: another driver of
+    /// the group dealt it here (see `deal.rs`), so it stays.
     pub(super) fn handle_datagram(
         &mut self,
         now: Instant,
@@ -182,7 +186,18 @@ impl DriverTask {
         dst_ip: Option<std::net::IpAddr>,
         ecn: Option<quinn_proto::EcnCodepoint>,
         data: BytesMut,
+        dealt: bool,
     ) {
+        let fwd = Forwarded {
+            data,
+            addr,
+            dst_ip,
+            ecn,
+        };
+        let (data, attempt) = match self.deal_or_keep(fwd, dealt, now) {
+            Some(kept) => kept,
+            None => return,
+        };
         let mut response = self.send_pool.pop().unwrap_or_default();
         response.clear();
         match self
@@ -201,6 +216,14 @@ impl DriverTask {
             }
             Some(DatagramEvent::NewConnection(incoming)) => {
                 self.send_pool.push(response);
+                if let Some((dcid, copy)) = attempt {
+                    if let Some(to) = self.deal_new(copy) {
+                        // Dealt: the other driver's endpoint answers it.
+                        self.endpoint.ignore(incoming);
+                        self.dealt.insert(dcid, &to, now);
+                        return;
+                    }
+                }
                 self.on_incoming(incoming, now);
             }
             Some(DatagramEvent::Response(t)) => {
@@ -218,6 +241,56 @@ impl DriverTask {
                     .fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// A server group's side of `handle_datagram` (see `deal.rs`): a
+    /// long-header packet to an id this driver dealt away goes where that
+    /// connection went (`None`: forwarded); a v1 Initial keeps a copy, in
+    /// case the endpoint takes it for a new connection and the turn is
+    /// another driver's. Otherwise the datagram stays.
+    fn deal_or_keep(
+        &mut self,
+        fwd: Forwarded,
+        dealt: bool,
+        now: Instant,
+    ) -> Option<(BytesMut, Option<(ConnectionId, Forwarded)>)> {
+        let grouped = !dealt && self.server_config.is_some() && self.shared.deal.get().is_some();
+        let dcid = grouped.then(|| long_header_dcid(&fwd.data)).flatten();
+        let Some(dcid) = dcid else {
+            return Some((fwd.data, None));
+        };
+        let fwd = match self.dealt.get(&dcid, now) {
+            Some(to) => match to.forward(fwd) {
+                Ok(()) => {
+                    self.shared
+                        .counters
+                        .datagrams_dealt
+                        .fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+                // That driver is closed or full: ours after all.
+                Err(back) => back,
+            },
+            None => fwd,
+        };
+        let copy = is_initial_v1(&fwd.data).then(|| Forwarded {
+            data: fwd.data.clone(),
+            ..fwd
+        });
+        Some((fwd.data, copy.map(|c| (dcid, c))))
+    }
+
+    /// Deals a new connection attempt: hands `copy` to the driver whose
+    /// turn it is, if that is another one and it takes it.
+    fn deal_new(&mut self, copy: Forwarded) -> Option<Arc<DriverShared>> {
+        let to = self.shared.deal.get()?.next_turn()?;
+        if Arc::ptr_eq(&to, &self.shared) || to.forward(copy).is_err() {
+            return None;
+        }
+        let c = &self.shared.counters;
+        c.connections_dealt.fetch_add(1, Ordering::Relaxed);
+        c.datagrams_dealt.fetch_add(1, Ordering::Relaxed);
+        Some(to)
     }
 
     pub(super) fn on_incoming(&mut self, incoming: Incoming, now: Instant) {

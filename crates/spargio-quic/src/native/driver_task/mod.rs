@@ -22,6 +22,7 @@ use spargio::RuntimeHandle;
 
 use crate::error::{driver_closed, from_connect_error};
 use crate::native::conn::ConnInner;
+use crate::native::deal::{Dealt, Forwarded};
 use crate::native::faults::{Faults, NativeProtoFaultSpec};
 use crate::native::route::RoutedCids;
 use crate::native::shared::{Command, DriverShared, Outgoing};
@@ -76,6 +77,10 @@ pub(crate) struct DriverTask {
     send_pool: Vec<Vec<u8>>,
     out_buf: Vec<(Arc<ConnInner>, Outgoing)>,
     cmd_buf: VecDeque<Command>,
+    /// Connection attempts other drivers dealt to this one.
+    fwd_buf: VecDeque<Forwarded>,
+    /// The client-chosen ids this driver dealt away (see `deal.rs`).
+    dealt: Dealt,
     wakers: Vec<Waker>,
     faults: Faults,
     held: Option<(Vec<u8>, SocketAddr)>,
@@ -140,6 +145,8 @@ impl DriverTask {
             send_pool: Vec::new(),
             out_buf: Vec::new(),
             cmd_buf: VecDeque::new(),
+            fwd_buf: VecDeque::new(),
+            dealt: Dealt::default(),
             wakers: Vec::new(),
             faults: Faults::new(NativeProtoFaultSpec::none()),
             held: None,
@@ -241,9 +248,21 @@ impl Future for DriverTask {
         for _ in 0..MAX_ROUNDS {
             let mut progress = false;
             let shared = this.shared.clone();
-            shared.take_signal(cx.waker(), &mut this.out_buf, &mut this.cmd_buf);
+            shared.take_signal(
+                cx.waker(),
+                &mut this.out_buf,
+                &mut this.cmd_buf,
+                &mut this.fwd_buf,
+            );
             while let Some(cmd) = this.cmd_buf.pop_front() {
                 this.on_command(cmd);
+                progress = true;
+            }
+            if !this.fwd_buf.is_empty() {
+                let now = Instant::now();
+                while let Some(f) = this.fwd_buf.pop_front() {
+                    this.handle_datagram(now, f.addr, f.dst_ip, f.ecn, f.data, true);
+                }
                 progress = true;
             }
             progress |= this.take_outgoing();
