@@ -43,6 +43,7 @@ mod cpu;
 
 use std::hint::black_box;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -228,10 +229,11 @@ impl QuinnSide {
                             let ep = ep.clone();
                             tokio::spawn(async move {
                                 let conn = ep.connect(addr, "localhost").unwrap().await.unwrap();
-                                matches!(
-                                    conn.closed().await,
-                                    quinn::ConnectionError::ApplicationClosed(_)
-                                )
+                                let closed = conn.closed().await;
+                                if stats_enabled() {
+                                    HANDSHAKE_STATS.add(&conn.stats());
+                                }
+                                matches!(closed, quinn::ConnectionError::ApplicationClosed(_))
                             })
                         })
                         .collect();
@@ -398,7 +400,11 @@ impl SpargioSide {
                         let ep = ep.clone();
                         h.spawn_stealable(async move {
                             let conn = ep.connect(addr, "localhost").await.unwrap();
-                            matches!(conn.closed().await, ConnectionError::ApplicationClosed(_))
+                            let closed = conn.closed().await;
+                            if stats_enabled() {
+                                HANDSHAKE_STATS.add(&conn.stats());
+                            }
+                            matches!(closed, ConnectionError::ApplicationClosed(_))
                         })
                         .unwrap()
                     })
@@ -484,7 +490,7 @@ const SPARGIO: [(&str, QuicBackend); 2] = [
 /// congestion counters after a group (why a variant is slow: loss and
 /// recovery, or the stack itself).
 fn report_stats(group: &str, variant: &str, stats: quinn::ConnectionStats) {
-    if std::env::var_os("QUIC_BENCH_STATS").is_none() {
+    if !stats_enabled() {
         return;
     }
     let p = &stats.path;
@@ -502,6 +508,56 @@ fn report_stats(group: &str, variant: &str, stats: quinn::ConnectionStats) {
         stats.udp_rx.datagrams,
         stats.udp_rx.ios,
     );
+}
+
+/// The client connections' datagram counts over a handshake group (with
+/// `QUIC_BENCH_STATS=1`): a client that answers the server's datagrams
+/// one at a time sends more acknowledgements, and keeps probing the path
+/// MTU until the server's close arrives.
+struct HandshakeStats {
+    conns: AtomicU64,
+    tx: AtomicU64,
+    rx: AtomicU64,
+    probes: AtomicU64,
+}
+
+static HANDSHAKE_STATS: HandshakeStats = HandshakeStats {
+    conns: AtomicU64::new(0),
+    tx: AtomicU64::new(0),
+    rx: AtomicU64::new(0),
+    probes: AtomicU64::new(0),
+};
+
+impl HandshakeStats {
+    fn add(&self, stats: &quinn::ConnectionStats) {
+        let add = |c: &AtomicU64, v: u64| c.fetch_add(v, Ordering::Relaxed);
+        add(&self.conns, 1);
+        add(&self.tx, stats.udp_tx.datagrams);
+        add(&self.rx, stats.udp_rx.datagrams);
+        add(&self.probes, stats.path.sent_plpmtud_probes);
+    }
+
+    /// Prints the counts per connection since the last report.
+    fn report(&self, variant: &str) {
+        let take = |c: &AtomicU64| c.swap(0, Ordering::Relaxed) as f64;
+        let n = take(&self.conns);
+        let (tx, rx, probes) = (take(&self.tx), take(&self.rx), take(&self.probes));
+        if n > 0.0 {
+            eprintln!(
+                "quic_handshakes/{variant}: per connection, the client sent {:.2} datagrams \
+                 ({:.2} of them path MTU probes) and received {:.2}",
+                tx / n,
+                probes / n,
+                rx / n,
+            );
+        }
+    }
+}
+
+/// Whether `QUIC_BENCH_STATS` is set (read once).
+fn stats_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("QUIC_BENCH_STATS").is_some())
 }
 
 // ===== groups =====
@@ -565,6 +621,7 @@ fn handshakes(c: &mut Criterion) {
             assert_eq!(done, HANDSHAKES);
             black_box(done)
         });
+        HANDSHAKE_STATS.report("quinn_tokio");
     }
     for (name, backend) in SPARGIO {
         let side = SpargioSide::new(&tls, Serve::Close, backend);
@@ -573,6 +630,7 @@ fn handshakes(c: &mut Criterion) {
             assert_eq!(done, HANDSHAKES);
             black_box(done)
         });
+        HANDSHAKE_STATS.report(name);
     }
     group.finish();
 }

@@ -65,6 +65,26 @@ pub(crate) struct Mailbox {
     pub(crate) waker: Option<Waker>,
     /// The endpoint removed the connection or shut down: the task ends.
     pub(crate) stopped: bool,
+    /// Events queued so far (saturating), for [`Queued::Young`].
+    queued: u32,
+}
+
+/// Events a connection gets before it is no longer young: a handshake
+/// and what follows it (the server's `HANDSHAKE_DONE`, new connection
+/// ids, the first path MTU probes and their acknowledgements, a prompt
+/// close) take about ten.
+const YOUNG_EVENTS: u32 = 16;
+
+/// What [`ConnInner::queue_event`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Queued {
+    /// The task has stopped: nothing to wake.
+    Stopped,
+    /// Queued for a connection within its first [`YOUNG_EVENTS`]: its
+    /// datagrams come in flights, back to back.
+    Young,
+    /// Queued.
+    Old,
 }
 
 impl std::fmt::Debug for ConnInner {
@@ -181,7 +201,7 @@ impl ConnInner {
     /// task (past [`EVENT_QUEUE_CAP`] queued ones it is handled here) and
     /// wakes it.
     pub(crate) fn deliver(self: &Arc<Self>, event: ConnectionEvent) {
-        if self.queue_event(event) {
+        if self.queue_event(event) != Queued::Stopped {
             self.mark_dirty();
         }
     }
@@ -189,33 +209,40 @@ impl ConnInner {
     /// Endpoint task: [`deliver`](Self::deliver) without the wake, for a
     /// batch of datagrams whose connections are woken once at its end (a
     /// task woken at the first datagram of a flight would answer each
-    /// datagram with its own acknowledgement). Returns whether the task
-    /// needs waking (false once stopped).
-    pub(crate) fn queue_event(self: &Arc<Self>, event: ConnectionEvent) -> bool {
-        let overflow = {
+    /// datagram with its own acknowledgement). The task needs waking
+    /// unless it has stopped.
+    pub(crate) fn queue_event(self: &Arc<Self>, event: ConnectionEvent) -> Queued {
+        let (overflow, queued) = {
             let mut mb = lock(&self.mailbox);
             if mb.stopped {
-                return false;
+                return Queued::Stopped;
             }
-            if mb.events.len() < EVENT_QUEUE_CAP {
+            let queued = if mb.queued < YOUNG_EVENTS {
+                Queued::Young
+            } else {
+                Queued::Old
+            };
+            mb.queued = mb.queued.saturating_add(1);
+            let overflow = if mb.events.len() < EVENT_QUEUE_CAP {
                 mb.events.push_back(event);
                 None
             } else {
                 Some(event)
-            }
+            };
+            (overflow, queued)
         };
         if let Some(event) = overflow {
             // Under the connection lock, after the queued events (the
             // task also takes them under it), so datagrams stay in order:
             // quinn-proto takes reordering for loss.
             let mut st = self.lock();
-            let queued = std::mem::take(&mut lock(&self.mailbox).events);
-            for ev in queued {
+            let held = std::mem::take(&mut lock(&self.mailbox).events);
+            for ev in held {
                 st.conn.handle_event(ev);
             }
             st.conn.handle_event(event);
         }
-        true
+        queued
     }
 
     /// Endpoint task: one outbox item is done (a transmit sent or

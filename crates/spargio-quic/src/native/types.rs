@@ -210,6 +210,11 @@ counters! {
     /// Receives taken without the ring after a ring receive completed
     /// (the datagrams that arrived with it; see `driver_task/io.rs`).
     receives_drained,
+    /// Times the driver looked for datagrams queued behind a completed
+    /// ring receive (after a handshake packet, or a datagram for a
+    /// connection still in its first few events); each costs at least one
+    /// `recvmsg`, the last of which finds the socket empty.
+    drains,
     /// New connection attempts this driver dealt to another driver of
     /// its server group (see `QuicEndpoint::server`).
     connections_dealt,

@@ -63,9 +63,9 @@ pub(crate) struct DriverTask {
     armed: usize,
     /// This pass's receives found datagrams queued up (GRO coalesced).
     queued: bool,
-    /// This pass's receives carried a handshake packet (see `io.rs`,
-    /// `drain_queued`).
-    handshake_seen: bool,
+    /// This pass's receives carried a handshake packet or a datagram for
+    /// a young connection (see `io.rs`, `drain_queued`).
+    flight_seen: bool,
     recv_done: Vec<(u64, RecvDone)>,
     /// The rest of the receive arena, kept between receives.
     spare: BytesMut,
@@ -135,7 +135,7 @@ impl DriverTask {
             receives: receives.max(1),
             armed: 1,
             queued: false,
-            handshake_seen: false,
+            flight_seen: false,
             recv_done: Vec::new(),
             spare: BytesMut::new(),
             to_wake: Vec::new(),
@@ -295,7 +295,7 @@ impl Future for DriverTask {
                 progress = true;
             }
             this.recv_done = done;
-            if std::mem::take(&mut this.handshake_seen) && !this.queued && !this.shutting_down {
+            if std::mem::take(&mut this.flight_seen) && !this.queued && !this.shutting_down {
                 this.drain_queued();
             }
             // Every datagram of the pass is in its mailbox before any
