@@ -149,6 +149,50 @@ async fn quinn_client_and_our_server_close_with_reasons(handle: RuntimeHandle) {
     }
 }
 
+/// A local close goes out from the task that closes: the peer sees it
+/// even while the shard running the connection's task is stuck. Here that
+/// shard is blocked until the quinn client has seen the close (or, if the
+/// close never leaves without it, until the hang guard gives up).
+#[spargio::test(shards = 2)]
+async fn our_close_reaches_quinn_while_the_connections_shard_is_blocked(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let (server, client, conn) = quinn_to_ours(&handle, &certs, None).await;
+    // A routed server's connection task runs on the shard of the driver
+    // that registered it.
+    let busy = server
+        .drivers()
+        .iter()
+        .find(|d| d.stats().registrations == 1)
+        .expect("one driver registered the connection")
+        .owner_shard();
+    let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
+    let (seen_tx, seen) = std::sync::mpsc::channel::<Closed>();
+    let blocker = handle
+        .spawn_pinned(busy, async move {
+            let _ = started_tx.send(());
+            // Blocks the shard's thread: nothing else runs there.
+            seen.recv_timeout(HANG)
+        })
+        .unwrap();
+    let closer = handle
+        .spawn_pinned(1 - busy, async move {
+            started.await.unwrap();
+            conn.close(9, b"stuck shard");
+            let _ = seen_tx.send(client.closed_reason().await);
+        })
+        .unwrap();
+    let closed = hang("blocked shard", blocker).await.unwrap();
+    hang("closer", closer).await.unwrap();
+    assert_eq!(
+        closed,
+        Ok(Closed::Application {
+            code: 9,
+            reason: "stuck shard".into()
+        }),
+        "the close did not reach the peer while the connection's shard was blocked"
+    );
+}
+
 #[spargio::test(shards = 2)]
 async fn quinn_client_stream_resets_both_ways(handle: RuntimeHandle) {
     let certs = TestCerts::generate();

@@ -335,14 +335,58 @@ impl ConnInner {
 
     /// Closes the connection locally (idempotent) and wakes everything
     /// waiting on it.
+    ///
+    /// On an established server connection the caller sends the close
+    /// packet itself, with one non-blocking `sendto` on the driver's
+    /// socket, rather than leaving it to the connection task: that task
+    /// is pinned on its shard, and a wake from another shard waits there
+    /// behind whatever that shard is running (under a burst of
+    /// handshakes, other connections' crypto), while the peer goes on
+    /// sending (a client keeps probing the path MTU until it sees the
+    /// close). The close may then overtake packets the connection task
+    /// produced but had not yet handed to the kernel; the peer drops
+    /// those, as QUIC lets it drop anything that arrives after a close.
+    /// If that send cannot be made (fault injection on, the driver gone,
+    /// a full socket buffer), the connection answers the peer's next
+    /// packet with the close, as it does after any lost close packet.
     pub(crate) fn close(self: &Arc<Self>, code: VarInt, reason: Bytes) {
         let mut wakers = Vec::new();
+        let mut packet = Vec::new();
+        let mut to = None;
         {
             let mut st = self.lock();
             if st.error.is_none() {
-                st.conn.close(Instant::now(), code, reason);
+                let now = Instant::now();
+                st.conn.close(now, code, reason);
                 st.error = Some(ConnectionError::LocallyClosed);
                 st.waiters.take_all(&mut wakers);
+                // Only a server whose handshake completed: its peer can
+                // read a 1-RTT close whatever it overtakes. (A client's
+                // close could overtake its own handshake-completing
+                // packets, still queued by the connection task, and the
+                // server could not decrypt it.)
+                // Relaxed: a flag read once per close.
+                let inline = st.established
+                    && st.conn.side().is_server()
+                    && !self.driver.faults_active.load(Ordering::Relaxed);
+                if inline {
+                    to = st
+                        .conn
+                        .poll_transmit(now, 1, &mut packet)
+                        .map(|t| (t.destination, t.size));
+                }
+            }
+        }
+        if let Some((dest, size)) = to {
+            let sock = lock(&self.driver.close_socket).clone();
+            let sent =
+                sock.is_some_and(|s| s.send_to(&packet[..size.min(packet.len())], dest).is_ok());
+            let c = &self.driver.counters;
+            if sent {
+                c.count_send(size, None);
+            } else {
+                // Relaxed: statistics.
+                c.send_errors.fetch_add(1, Ordering::Relaxed);
             }
         }
         self.mark_dirty();

@@ -135,6 +135,11 @@ pub(crate) struct DriverShared {
     pub(crate) deal: OnceLock<Arc<DealGroup>>,
     /// Receives the driver keeps waiting now (see `driver_task/io.rs`).
     pub(crate) receives_armed: AtomicUsize,
+    /// A `dup` of the driver's socket while it runs, for the one send
+    /// made outside the rings: a local close's packet (see
+    /// `ConnInner::close`). Cleared when the driver ends, so a handle
+    /// kept after that holds no descriptor.
+    pub(crate) close_socket: Mutex<Option<Arc<std::net::UdpSocket>>>,
     pub(crate) counters: DriverCounters,
     pub(crate) fault_counters: FaultCounters,
     pub(crate) events: EventLog,
@@ -183,6 +188,7 @@ impl DriverShared {
             cid_routed: AtomicBool::new(false),
             deal: OnceLock::new(),
             receives_armed: AtomicUsize::new(1),
+            close_socket: Mutex::new(None),
             counters: DriverCounters::default(),
             fault_counters: FaultCounters::default(),
             events: EventLog::default(),

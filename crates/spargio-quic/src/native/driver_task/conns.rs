@@ -41,6 +41,7 @@ impl DriverTask {
             // Made once per driver: connection tasks `dup` it only for a
             // shard that has no socket of this driver yet.
             self.sock_src = self.udp.dup().ok().map(Arc::new);
+            lock(&self.shared.close_socket).clone_from(&self.sock_src);
         }
         let offload = self.udp.offload();
         match conn_task::spawn(&self.handle, inner.clone(), self.sock_src.clone(), offload) {
@@ -164,6 +165,7 @@ impl DriverTask {
             self.fail(&inner);
         }
         lock(&self.shared.registry).clear();
+        lock(&self.shared.close_socket).take();
         self.shared.connections.store(0, Ordering::Relaxed);
         self.shared.wake_idle();
         self.shared.accept.driver_stopped();
