@@ -58,9 +58,13 @@
 //!    the queued ones first, to quinn-proto itself under the connection
 //!    lock, so nothing is dropped or reordered); a new connection is
 //!    accepted (refused with `Incoming::refuse` when the accept backlog
-//!    is full) and its task spawned. When those receives carried a
-//!    handshake packet, the rest of its flight is taken off the socket
-//!    at once without the ring (`drain_queued` in `driver_task/io.rs`).
+//!    is full) and its task spawned; in a server group, first dealt to
+//!    the driver whose turn it is (`deal.rs`). When those receives
+//!    carried a handshake packet, or a datagram for a connection still in
+//!    its first events (`conn::Queued::Young`: what follows a handshake
+//!    comes in flights too), the rest of the flight is taken off the
+//!    socket at once without the ring (`drain_queued` in
+//!    `driver_task/io.rs`).
 //!    Then each connection given datagrams is woken, once: a task woken
 //!    at the first datagram of a flight would answer each with its own
 //!    acknowledgement. Last, it polls its sends in flight (at most
@@ -83,6 +87,11 @@
 //! 5. Wakers are collected under the connection lock and called after it
 //!    is released, each inside `catch_unwind` (a panicking waker is
 //!    counted, not propagated).
+//! 6. One exception to "the connection task sends": an established
+//!    server connection's local close is sent by the closing task (one
+//!    non-blocking `sendto` on a `dup` of the driver's socket), so a
+//!    busy shard cannot hold it back while the peer keeps sending (see
+//!    `ConnInner::close`).
 //!
 //! # Invariants
 //!
