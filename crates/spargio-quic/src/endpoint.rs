@@ -195,7 +195,7 @@ impl QuicEndpoint {
                     o.max_inflight_ops = options.max_inflight_ops;
                     o.accept_backlog = options.accept_backlog;
                     o.segmentation_offload = options.segmentation_offload;
-                    if o.reuse_port {
+                    if o.reuse_port && options.connection_id_routing {
                         // At most 255 drivers share a port (one byte of
                         // the connection id routes).
                         o.cid_route = u8::try_from(n).ok().map(|count| (i as u8, count));

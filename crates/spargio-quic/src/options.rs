@@ -69,6 +69,14 @@ pub struct QuicEndpointOptions {
     /// send carries a burst of datagrams of one connection) and GRO (one
     /// receive may carry several). Default on.
     pub segmentation_offload: bool,
+    /// Route datagrams to a multi-driver endpoint's drivers by connection
+    /// id (the kernel program described under [`shards`](Self::shards)).
+    /// Default on; off, the endpoint behaves as where the kernel refuses
+    /// the program: a server's drivers are picked by the kernel's 4-tuple
+    /// hash (no dealing of new connections, and a client that changes
+    /// address may be lost) and a client keeps one driver. For hosts whose
+    /// policy forbids attaching socket programs.
+    pub connection_id_routing: bool,
 }
 
 impl Default for QuicEndpointOptions {
@@ -82,6 +90,7 @@ impl Default for QuicEndpointOptions {
             shards: None,
             accept_backlog: 1024,
             segmentation_offload: true,
+            connection_id_routing: true,
         }
     }
 }
@@ -125,6 +134,12 @@ impl QuicEndpointOptions {
     /// Sets [`accept_backlog`](Self::accept_backlog) (at least 1).
     pub fn with_accept_backlog(mut self, n: usize) -> Self {
         self.accept_backlog = n.max(1);
+        self
+    }
+
+    /// Sets [`connection_id_routing`](Self::connection_id_routing).
+    pub fn with_connection_id_routing(mut self, on: bool) -> Self {
+        self.connection_id_routing = on;
         self
     }
 }

@@ -224,3 +224,40 @@ async fn a_burst_of_connections_is_dealt_evenly_over_the_drivers(handle: Runtime
     let dealt: u64 = drivers.iter().map(|d| d.stats().connections_dealt).sum();
     assert!(dealt > 0, "no connection was dealt to another driver");
 }
+
+/// Without connection-id routing (as where the kernel refuses the
+/// program), a server's drivers are picked by the kernel's 4-tuple hash and
+/// deal nothing, a client keeps one driver, and every connection still
+/// completes.
+#[spargio::test(shards = 2)]
+async fn without_routing_the_kernels_hash_picks_the_driver_and_all_complete(handle: RuntimeHandle) {
+    const CONNS: u64 = 16;
+    let certs = TestCerts::generate();
+    let unrouted = QuicEndpointOptions::default().with_connection_id_routing(false);
+    let server = server(&handle, &certs, None, unrouted.clone());
+    let drivers = server.drivers();
+    assert_eq!(drivers.len(), 2, "still one driver per shard");
+    assert!(drivers.iter().all(|d| !d.probe().cid_routed));
+    let acceptor = checksum_server(&handle, &server, CONNS as usize);
+    let addr = server.local_addr().unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..CONNS {
+        let (certs, h, unrouted) = (certs.clone(), handle.clone(), unrouted.clone());
+        tasks.push(
+            handle
+                .spawn_pinned((i % 2) as usize, async move {
+                    let ep = client(&h, &certs, None, unrouted);
+                    assert_eq!(ep.drivers().len(), 1, "an unrouted client keeps one driver");
+                    checked_upload(&ep, addr, 64 * 1024, i).await
+                })
+                .unwrap(),
+        );
+    }
+    for t in tasks {
+        assert!(hang("client", t).await.unwrap(), "checksum mismatch");
+    }
+    hang("acceptor", acceptor).await.unwrap();
+    let stats: Vec<_> = drivers.iter().map(|d| d.stats()).collect();
+    assert_eq!(stats.iter().map(|s| s.registrations).sum::<u64>(), CONNS);
+    assert_eq!(stats.iter().map(|s| s.connections_dealt).sum::<u64>(), 0);
+}
