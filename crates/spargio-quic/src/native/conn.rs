@@ -53,6 +53,9 @@ pub(crate) struct ConnInner {
     pub(crate) outbox: AtomicUsize,
     /// Holds a slot in the accept queue until established or failed.
     pub(crate) accept_reserved: AtomicBool,
+    /// The shard the connection's task was last spawned on (`usize::MAX`:
+    /// none yet); for `NativeProtoConnectionState::task_shard`.
+    task_shard: AtomicUsize,
     pub(crate) driver: Arc<DriverShared>,
 }
 
@@ -141,8 +144,21 @@ impl ConnInner {
             notified: AtomicBool::new(false),
             outbox: AtomicUsize::new(0),
             accept_reserved: AtomicBool::new(false),
+            task_shard: AtomicUsize::new(usize::MAX),
             driver,
         })
+    }
+
+    /// The connection task now runs on `shard`.
+    pub(crate) fn set_task_shard(&self, shard: usize) {
+        // Relaxed: a report, not a synchronisation.
+        self.task_shard.store(shard, Ordering::Relaxed);
+    }
+
+    /// The shard running the connection's task, once spawned.
+    pub(crate) fn task_shard(&self) -> Option<usize> {
+        // Relaxed: see `set_task_shard`.
+        Some(self.task_shard.load(Ordering::Relaxed)).filter(|&s| s != usize::MAX)
     }
 
     /// How many outbox items one connection may have with the endpoint.

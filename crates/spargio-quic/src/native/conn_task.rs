@@ -103,6 +103,7 @@ fn spawn_on(
     settled: bool,
 ) -> io::Result<()> {
     let count = LiveCount::new(shard);
+    let inner_for_report = inner.clone();
     let h = handle.clone();
     let spawned = handle.spawn_local_on(shard, move |_ctx| async move {
         // Built here, on its shard: the socket's ring is this shard's.
@@ -114,6 +115,7 @@ fn spawn_on(
     match spawned {
         Ok(join) => {
             drop(join); // detached: it ends when stopped
+            inner_for_report.set_task_shard(shard);
             Ok(())
         }
         // The closure (and its count) was dropped.
@@ -427,6 +429,14 @@ impl ConnTask {
         )
         .is_ok();
         self.moved = moved;
+        if moved {
+            // Relaxed: statistics.
+            self.inner
+                .driver
+                .counters
+                .connection_moves
+                .fetch_add(1, Ordering::Relaxed);
+        }
         moved
     }
 

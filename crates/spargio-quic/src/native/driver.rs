@@ -301,6 +301,7 @@ pub(crate) fn connection_state(conn: &ConnInner) -> NativeProtoConnectionState {
         datagrams_received: st.datagrams_received,
         waiting_ops: st.waiters.len(),
         rtt: st.conn.rtt(),
+        task_shard: conn.task_shard(),
     }
 }
 

@@ -221,6 +221,10 @@ counters! {
     /// Datagrams this driver handed to another driver of its group: the
     /// dealt attempts, and the client's packets that followed them here.
     datagrams_dealt,
+    /// Busy connections whose task moved to another shard (once at most
+    /// each: to even out the connection tasks per shard, so that the two
+    /// ends of a loopback connection sharing a shard split their crypto).
+    connection_moves,
     /// Connections registered (accepted or connected).
     registrations,
     /// Incoming connections refused because the accept backlog was full.
@@ -331,6 +335,10 @@ pub struct NativeProtoConnectionState {
     pub waiting_ops: usize,
     /// The current round-trip estimate.
     pub rtt: Duration,
+    /// The shard running the connection's task (`None` before it
+    /// starts). It starts on its endpoint's shard and may move once (see
+    /// [`NativeProtoStats::connection_moves`]).
+    pub task_shard: Option<usize>,
 }
 
 /// The driver's connection timers (each connection task arms its own).
