@@ -26,22 +26,8 @@ async fn sixteen_clients_land_on_both_shards_and_all_complete(handle: RuntimeHan
 
     // 16 client endpoints (16 source ports), spread over both shards.
     let addr = server.local_addr().unwrap();
-    let mut tasks = Vec::new();
-    for i in 0..16u64 {
-        let certs = certs.clone();
-        let h = handle.clone();
-        tasks.push(
-            handle
-                .spawn_pinned((i % 2) as usize, async move {
-                    let ep = client(&h, &certs, None, QuicEndpointOptions::default());
-                    checked_upload(&ep, addr, 256 * 1024, i).await
-                })
-                .unwrap(),
-        );
-    }
-    for t in tasks {
-        assert!(hang("client", t).await.unwrap(), "checksum mismatch");
-    }
+    let options = QuicEndpointOptions::default();
+    uploads_from_both_shards(&handle, &certs, addr, options, 16, 256 * 1024, |_| {}).await;
     hang("acceptor", acceptor).await.unwrap();
     let per_driver: Vec<u64> = drivers.iter().map(|d| d.stats().registrations).collect();
     assert_eq!(per_driver.iter().sum::<u64>(), 16);
@@ -49,6 +35,36 @@ async fn sixteen_clients_land_on_both_shards_and_all_complete(handle: RuntimeHan
         per_driver.iter().all(|&n| n > 0),
         "the kernel put every connection on one socket: {per_driver:?}"
     );
+}
+
+/// `n` client endpoints with `options` (`n` source ports), made in turn
+/// on shards 0 and 1, each passed to `check` and then uploading `len`
+/// bytes with [`checked_upload`]; every checksum must match.
+async fn uploads_from_both_shards(
+    handle: &RuntimeHandle,
+    certs: &TestCerts,
+    addr: std::net::SocketAddr,
+    options: QuicEndpointOptions,
+    n: u64,
+    len: usize,
+    check: fn(&QuicEndpoint),
+) {
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let (certs, h, options) = (certs.clone(), handle.clone(), options.clone());
+        tasks.push(
+            handle
+                .spawn_pinned((i % 2) as usize, async move {
+                    let ep = client(&h, &certs, None, options);
+                    check(&ep);
+                    checked_upload(&ep, addr, len, i).await
+                })
+                .unwrap(),
+        );
+    }
+    for t in tasks {
+        assert!(hang("client", t).await.unwrap(), "checksum mismatch");
+    }
 }
 
 /// Connects, uploads `len` pattern bytes (seed `seed`) on a bi stream to a
@@ -240,22 +256,19 @@ async fn without_routing_the_kernels_hash_picks_the_driver_and_all_complete(hand
     assert!(drivers.iter().all(|d| !d.probe().cid_routed));
     let acceptor = checksum_server(&handle, &server, CONNS as usize);
     let addr = server.local_addr().unwrap();
-    let mut tasks = Vec::new();
-    for i in 0..CONNS {
-        let (certs, h, unrouted) = (certs.clone(), handle.clone(), unrouted.clone());
-        tasks.push(
-            handle
-                .spawn_pinned((i % 2) as usize, async move {
-                    let ep = client(&h, &certs, None, unrouted);
-                    assert_eq!(ep.drivers().len(), 1, "an unrouted client keeps one driver");
-                    checked_upload(&ep, addr, 64 * 1024, i).await
-                })
-                .unwrap(),
-        );
-    }
-    for t in tasks {
-        assert!(hang("client", t).await.unwrap(), "checksum mismatch");
-    }
+    let one_driver = |ep: &QuicEndpoint| {
+        assert_eq!(ep.drivers().len(), 1, "an unrouted client keeps one driver");
+    };
+    uploads_from_both_shards(
+        &handle,
+        &certs,
+        addr,
+        unrouted,
+        CONNS,
+        64 * 1024,
+        one_driver,
+    )
+    .await;
     hang("acceptor", acceptor).await.unwrap();
     let stats: Vec<_> = drivers.iter().map(|d| d.stats()).collect();
     assert_eq!(stats.iter().map(|s| s.registrations).sum::<u64>(), CONNS);

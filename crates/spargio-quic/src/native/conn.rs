@@ -394,7 +394,7 @@ impl ConnInner {
             }
         }
         if let Some((dest, size)) = to {
-            let sock = lock(&self.driver.close_socket).clone();
+            let sock = lock(&self.driver.socket_dup).clone();
             let sent =
                 sock.is_some_and(|s| s.send_to(&packet[..size.min(packet.len())], dest).is_ok());
             let c = &self.driver.counters;

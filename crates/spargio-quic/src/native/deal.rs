@@ -27,15 +27,17 @@ use quinn_proto::{ConnectionId, EcnCodepoint};
 
 use super::shared::DriverShared;
 
-/// A datagram handed to another driver of the group.
-pub(crate) struct Forwarded {
+/// A received datagram with what the endpoint needs of its receive: what
+/// a driver feeds to its endpoint, and hands to another driver of the
+/// group when it deals.
+pub(crate) struct Datagram {
     pub(crate) data: BytesMut,
     pub(crate) addr: SocketAddr,
     pub(crate) dst_ip: Option<IpAddr>,
     pub(crate) ecn: Option<EcnCodepoint>,
 }
 
-/// Forwarded datagrams one driver queues at most; past it the sender
+/// Datagram datagrams one driver queues at most; past it the sender
 /// keeps the connection itself.
 pub(crate) const FORWARD_QUEUE_CAP: usize = 256;
 

@@ -12,7 +12,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 
 use super::conn::ConnInner;
-use super::deal::{DealGroup, Forwarded, FORWARD_QUEUE_CAP};
+use super::deal::{Datagram, DealGroup, FORWARD_QUEUE_CAP};
 use super::faults::{FaultCounters, NativeProtoFaultSpec};
 use super::types::{
     DriverCounters, EventLog, NativeProtoEvent, NativeProtoTimerState, NativeProtoTransportTuning,
@@ -105,7 +105,7 @@ struct Signal {
     shutdown: Option<Command>,
     /// Connection attempts other drivers of the group dealt to this one
     /// (at most `FORWARD_QUEUE_CAP`).
-    forwarded: VecDeque<Forwarded>,
+    forwarded: VecDeque<Datagram>,
 }
 
 /// The state one driver shares with every handle.
@@ -135,11 +135,13 @@ pub(crate) struct DriverShared {
     pub(crate) deal: OnceLock<Arc<DealGroup>>,
     /// Receives the driver keeps waiting now (see `driver_task/io.rs`).
     pub(crate) receives_armed: AtomicUsize,
-    /// A `dup` of the driver's socket while it runs, for the one send
-    /// made outside the rings: a local close's packet (see
-    /// `ConnInner::close`). Cleared when the driver ends, so a handle
-    /// kept after that holds no descriptor.
-    pub(crate) close_socket: Mutex<Option<Arc<std::net::UdpSocket>>>,
+    /// A `dup` of the driver's socket while it runs (made at its first
+    /// connection): connection tasks `dup` it again for their shard (see
+    /// `udp::shard_socket`), and a local close sends its packet on it,
+    /// the one send made outside the rings (see `ConnInner::close`).
+    /// Dropped when the driver ends, so a handle kept after that holds no
+    /// descriptor.
+    pub(crate) socket_dup: Mutex<Option<Arc<std::net::UdpSocket>>>,
     pub(crate) counters: DriverCounters,
     pub(crate) fault_counters: FaultCounters,
     pub(crate) events: EventLog,
@@ -188,7 +190,7 @@ impl DriverShared {
             cid_routed: AtomicBool::new(false),
             deal: OnceLock::new(),
             receives_armed: AtomicUsize::new(1),
-            close_socket: Mutex::new(None),
+            socket_dup: Mutex::new(None),
             counters: DriverCounters::default(),
             fault_counters: FaultCounters::default(),
             events: EventLog::default(),
@@ -270,7 +272,7 @@ impl DriverShared {
     /// Another driver of the group: hands this one a connection attempt
     /// (see `deal.rs`). Gives it back if this driver is closed or already
     /// holds `FORWARD_QUEUE_CAP` of them.
-    pub(crate) fn forward(&self, f: Forwarded) -> Result<(), Forwarded> {
+    pub(crate) fn forward(&self, f: Datagram) -> Result<(), Datagram> {
         if self.is_closed() {
             return Err(f);
         }
@@ -316,7 +318,7 @@ impl DriverShared {
         waker: &Waker,
         outbox: &mut Vec<(Arc<ConnInner>, Outgoing)>,
         commands: &mut VecDeque<Command>,
-        forwarded: &mut VecDeque<Forwarded>,
+        forwarded: &mut VecDeque<Datagram>,
     ) {
         // Cleared before draining: a `notify` after this point sees
         // false and wakes the driver again. The lock below orders the

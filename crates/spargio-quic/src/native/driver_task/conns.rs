@@ -37,14 +37,18 @@ impl DriverTask {
         c.registrations.fetch_add(1, Ordering::Relaxed);
         self.shared
             .event(NativeProtoEvent::ConnectionRegistered { connection_id: id });
-        if self.sock_src.is_none() {
-            // Made once per driver: connection tasks `dup` it only for a
-            // shard that has no socket of this driver yet.
-            self.sock_src = self.udp.dup().ok().map(Arc::new);
-            lock(&self.shared.close_socket).clone_from(&self.sock_src);
-        }
+        let src = {
+            // Made once per driver (not after `finish`, which drops it):
+            // connection tasks `dup` it only for a shard that has no
+            // socket of this driver yet.
+            let mut dup = lock(&self.shared.socket_dup);
+            if dup.is_none() && !self.finished {
+                *dup = self.udp.dup().ok().map(Arc::new);
+            }
+            dup.clone()
+        };
         let offload = self.udp.offload();
-        match conn_task::spawn(&self.handle, inner.clone(), self.sock_src.clone(), offload) {
+        match conn_task::spawn(&self.handle, inner.clone(), src, offload) {
             Ok(()) => {}
             Err(_) => {
                 // The runtime is shutting down: nothing will drive it.
@@ -165,7 +169,7 @@ impl DriverTask {
             self.fail(&inner);
         }
         lock(&self.shared.registry).clear();
-        lock(&self.shared.close_socket).take();
+        lock(&self.shared.socket_dup).take();
         self.shared.connections.store(0, Ordering::Relaxed);
         self.shared.wake_idle();
         self.shared.accept.driver_stopped();

@@ -12,7 +12,7 @@ use quinn_proto::{ConnectionId, DatagramEvent, Incoming, Transmit};
 
 use super::{tuned_transport, DriverTask, DRAIN_LIMIT, RECV_ARENA};
 use crate::native::conn::{ConnInner, Queued};
-use crate::native::deal::{is_initial_v1, long_header_dcid, Forwarded};
+use crate::native::deal::{is_initial_v1, long_header_dcid, Datagram};
 use crate::native::faults::Egress;
 use crate::native::shared::DriverShared;
 use crate::native::types::NativeProtoEvent;
@@ -114,7 +114,13 @@ impl DriverTask {
                     {
                         continue;
                     }
-                    self.handle_datagram(now, meta.addr, meta.dst_ip, ecn, one, false);
+                    let d = Datagram {
+                        data: one,
+                        addr: meta.addr,
+                        dst_ip: meta.dst_ip,
+                        ecn,
+                    };
+                    self.handle_datagram(now, d, false);
                 }
             }
             // EAGAIN: a receive that lost a datagram to another one in
@@ -185,24 +191,10 @@ impl DriverTask {
 
     /// Feeds one datagram to the endpoint; `dealt`: another driver of
     /// the group dealt it here (see `deal.rs`), so it stays.
-    pub(super) fn handle_datagram(
-        &mut self,
-        now: Instant,
-        addr: SocketAddr,
-        dst_ip: Option<std::net::IpAddr>,
-        ecn: Option<quinn_proto::EcnCodepoint>,
-        data: BytesMut,
-        dealt: bool,
-    ) {
-        let fwd = Forwarded {
-            data,
-            addr,
-            dst_ip,
-            ecn,
-        };
-        let (data, attempt) = match self.deal_or_keep(fwd, dealt, now) {
-            Some(kept) => kept,
-            None => return,
+    pub(super) fn handle_datagram(&mut self, now: Instant, d: Datagram, dealt: bool) {
+        let (addr, dst_ip, ecn) = (d.addr, d.dst_ip, d.ecn);
+        let Some((data, attempt)) = self.deal_or_keep(d, dealt, now) else {
+            return;
         };
         let mut response = self.send_pool.pop().unwrap_or_default();
         response.clear();
@@ -259,10 +251,10 @@ impl DriverTask {
     /// another driver's. Otherwise the datagram stays.
     fn deal_or_keep(
         &mut self,
-        fwd: Forwarded,
+        fwd: Datagram,
         dealt: bool,
         now: Instant,
-    ) -> Option<(BytesMut, Option<(ConnectionId, Forwarded)>)> {
+    ) -> Option<(BytesMut, Option<(ConnectionId, Datagram)>)> {
         let grouped = !dealt && self.server_config.is_some() && self.shared.deal.get().is_some();
         let dcid = grouped.then(|| long_header_dcid(&fwd.data)).flatten();
         let Some(dcid) = dcid else {
@@ -282,7 +274,7 @@ impl DriverTask {
             },
             None => fwd,
         };
-        let copy = is_initial_v1(&fwd.data).then(|| Forwarded {
+        let copy = is_initial_v1(&fwd.data).then(|| Datagram {
             data: fwd.data.clone(),
             ..fwd
         });
@@ -291,7 +283,7 @@ impl DriverTask {
 
     /// Deals a new connection attempt: hands `copy` to the driver whose
     /// turn it is, if that is another one and it takes it.
-    fn deal_new(&mut self, copy: Forwarded) -> Option<Arc<DriverShared>> {
+    fn deal_new(&mut self, copy: Datagram) -> Option<Arc<DriverShared>> {
         let to = self.shared.deal.get()?.next_turn()?;
         if Arc::ptr_eq(&to, &self.shared) || to.forward(copy).is_err() {
             return None;

@@ -22,7 +22,7 @@ use spargio::RuntimeHandle;
 
 use crate::error::{driver_closed, from_connect_error};
 use crate::native::conn::ConnInner;
-use crate::native::deal::{Dealt, Forwarded};
+use crate::native::deal::{Datagram, Dealt};
 use crate::native::faults::{Faults, NativeProtoFaultSpec};
 use crate::native::route::RoutedCids;
 use crate::native::shared::{Command, DriverShared, Outgoing};
@@ -78,7 +78,7 @@ pub(crate) struct DriverTask {
     out_buf: Vec<(Arc<ConnInner>, Outgoing)>,
     cmd_buf: VecDeque<Command>,
     /// Connection attempts other drivers dealt to this one.
-    fwd_buf: VecDeque<Forwarded>,
+    fwd_buf: VecDeque<Datagram>,
     /// The client-chosen ids this driver dealt away (see `deal.rs`).
     dealt: Dealt,
     wakers: Vec<Waker>,
@@ -86,9 +86,6 @@ pub(crate) struct DriverTask {
     held: Option<(Vec<u8>, SocketAddr)>,
     tuning: NativeProtoTransportTuning,
     shutting_down: bool,
-    /// A `dup` of the socket, shared with the connection tasks (see
-    /// `udp::shard_socket`); made at the first connection.
-    sock_src: Option<Arc<std::net::UdpSocket>>,
     /// `finish` ran (at shutdown, or from `Drop` if the runtime dropped
     /// the task first).
     finished: bool,
@@ -152,7 +149,6 @@ impl DriverTask {
             held: None,
             tuning,
             shutting_down: false,
-            sock_src: None,
             finished: false,
         }
     }
@@ -261,7 +257,7 @@ impl Future for DriverTask {
             if !this.fwd_buf.is_empty() {
                 let now = Instant::now();
                 while let Some(f) = this.fwd_buf.pop_front() {
-                    this.handle_datagram(now, f.addr, f.dst_ip, f.ecn, f.data, true);
+                    this.handle_datagram(now, f, true);
                 }
                 progress = true;
             }
