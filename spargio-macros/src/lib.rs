@@ -5,7 +5,8 @@
 //! `spargio::run_local_on`), so it may hold `!Send` state across awaits; its
 //! return value travels back to the calling thread and must be `Send`. It
 //! may take a `spargio::RuntimeHandle` parameter. Arguments:
-//! `shards = N` (a positive integer literal) and `backend = "io_uring"`.
+//! `shards = N` (a positive integer literal) and `backend = "auto"`,
+//! `"io_uring"` or `"epoll"` (without it: `SPARGIO_BACKEND`, else auto).
 //! Anything else is a compile error pointing at the offending tokens.
 
 #![warn(missing_docs, unreachable_pub)]
@@ -64,16 +65,18 @@ fn with_stand_in(err: syn::Error, item: Tokens) -> Tokens {
 
 struct Args {
     shards: Option<Tokens>,
+    backend: Option<Tokens>,
 }
 
 fn parse_args(args: Tokens) -> syn::Result<Args> {
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args)?;
     let mut shards = None;
+    let mut backend = None;
     for meta in metas {
         let Meta::NameValue(nv) = &meta else {
             return Err(syn::Error::new(
                 meta.span(),
-                "expected `shards = N` or `backend = \"io_uring\"`",
+                "expected `shards = N` or `backend = \"auto\" | \"io_uring\" | \"epoll\"`",
             ));
         };
         let name = nv
@@ -107,11 +110,28 @@ fn parse_args(args: Tokens) -> syn::Result<Args> {
                 Expr::Lit(ExprLit {
                     lit: Lit::Str(s), ..
                 }),
-            ) if s.value() == "io_uring" => {}
+            ) => {
+                if backend.is_some() {
+                    return Err(syn::Error::new(nv.span(), "`backend` given twice"));
+                }
+                let variant = match s.value().as_str() {
+                    "auto" => quote!(Auto),
+                    "io_uring" => quote!(IoUring),
+                    "epoll" => quote!(Epoll),
+                    _ => {
+                        return Err(syn::Error::new(
+                            s.span(),
+                            "expected \"auto\", \"io_uring\" or \"epoll\"",
+                        ))
+                    }
+                };
+                backend =
+                    Some(quote_spanned!(s.span()=> .backend(::spargio::BackendKind::#variant)));
+            }
             ("backend", other) => {
                 return Err(syn::Error::new(
                     other.span(),
-                    "the only backend is \"io_uring\"",
+                    "`backend` takes \"auto\", \"io_uring\" or \"epoll\"",
                 ));
             }
             _ => {
@@ -122,7 +142,7 @@ fn parse_args(args: Tokens) -> syn::Result<Args> {
             }
         }
     }
-    Ok(Args { shards })
+    Ok(Args { shards, backend })
 }
 
 fn expand(args: Tokens, item: Tokens, is_test: bool) -> syn::Result<Tokens> {
@@ -160,13 +180,14 @@ fn expand(args: Tokens, item: Tokens, is_test: bool) -> syn::Result<Tokens> {
     let output = &sig.output;
     let body = &func.block;
     let shards = args.shards.map(|n| quote!(.shards(#n)));
+    let backend = args.backend;
     let test_attr = is_test.then(|| quote!(#[::core::prelude::v1::test]));
     let span = Span::call_site();
     Ok(quote_spanned! {span=>
         #test_attr
         #(#attrs)*
         #vis fn #name() #output {
-            let __builder = ::spargio::RuntimeBuilder::new() #shards;
+            let __builder = ::spargio::RuntimeBuilder::new() #shards #backend;
             ::spargio::__private::block_on(::spargio::run_local_on(__builder, 0, |__ctx: ::spargio::ShardCtx| {
                 let __entry = |#param| async move #body;
                 __entry(__ctx.handle())

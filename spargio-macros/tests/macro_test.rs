@@ -19,3 +19,29 @@ async fn a_test_can_take_the_handle(
     assert_eq!(on.await.unwrap(), 2);
     Ok(())
 }
+
+#[spargio::test(shards = 2, backend = "epoll")]
+async fn a_test_can_name_its_backend(handle: spargio::RuntimeHandle) {
+    assert_eq!(handle.backend(), spargio::BackendKind::Epoll);
+    let listener = spargio::net::TcpListener::bind(&handle, "127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let h = handle.clone();
+    let client = handle
+        .spawn_stealable(async move {
+            let s = spargio::net::TcpStream::connect(&h, addr).await.unwrap();
+            s.write_all_owned(b"epoll".to_vec()).await.unwrap();
+        })
+        .unwrap();
+    let (server, _) = listener.accept().await.unwrap();
+    let got = server.read_exact_owned(vec![0; 5]).await.unwrap();
+    assert_eq!(got, b"epoll");
+    client.await.unwrap();
+}
+
+#[spargio::test(backend = "auto")]
+async fn auto_resolves_to_a_real_backend(handle: spargio::RuntimeHandle) {
+    let kind = handle.backend();
+    assert!(kind == spargio::BackendKind::IoUring || kind == spargio::BackendKind::Epoll);
+}

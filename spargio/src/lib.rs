@@ -98,7 +98,8 @@ pub use native::{
 };
 pub use net::{UdpOffload, UdpRecvMeta};
 pub use runtime::{
-    block_on, run, run_local_on, run_with, BackendKind, Runtime, RuntimeBuilder, RuntimeHandle,
+    block_on, probe_io_uring, run, run_local_on, run_with, BackendKind, IoUringRefusal, Runtime,
+    RuntimeBuilder, RuntimeHandle,
 };
 pub use shard_id::ShardId;
 pub use stats::{CounterTotals, RingFeatures, RuntimeStats, ShardStats};

@@ -197,6 +197,10 @@ pub struct ShardStats {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RuntimeStats {
+    /// The backend the runtime runs on (`IoUring` or `Epoll`).
+    pub backend: crate::BackendKind,
+    /// Why an `Auto` runtime runs on epoll (errno and cause).
+    pub io_uring_refusal: Option<crate::IoUringRefusal>,
     /// Sums over all shards.
     pub totals: CounterTotals,
     /// One entry per shard, by shard index.

@@ -1,2 +1,2 @@
-#[spargio::main(backend = "epoll")]
+#[spargio::main(backend = "kqueue")]
 async fn main() {}

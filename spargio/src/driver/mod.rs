@@ -1,138 +1,83 @@
-//! The per-shard io_uring driver.
+//! The per-shard driver: where operations meet the kernel.
 //!
-//! A [`Driver`] owns one shard's ring and lives on that shard's thread (the
-//! ring is created there, as `SINGLE_ISSUER` requires). It is the only code
-//! that pushes SQEs ([`ring::Ring::push`]) and reaps CQEs.
+//! Two backends implement one contract, side by side:
 //!
-//! Internal completions it handles itself:
+//! * [`uring`]: the shard's io_uring ring. Operations are SQEs pushed into
+//!   it; completions are CQEs; other shards ring it with `MSG_RING`.
+//! * [`epoll`]: where io_uring is refused (seccomp, `io_uring_disabled`,
+//!   gVisor). The same SQEs are run by the shard itself: non-blocking
+//!   syscalls, epoll readiness on `EAGAIN`, the blocking pool for files.
 //!
-//! * `Doorbell`: another shard rang us; the CQE's arrival already woke us.
-//! * `DoorbellSend`: a doorbell we sent failed (success is skipped). The
-//!   target is recorded so the worker can ring it through its eventfd
-//!   instead: a wake is never dropped.
-//! * `EventfdRead`: an outside thread rang us; the read is re-armed.
+//! Which one a runtime uses is decided once, at `build()` (see
+//! `runtime/backend.rs`), and every shard gets the same. [`Driver`] is the
+//! enum the worker holds: one predictable branch per call, no dynamic
+//! dispatch, and an operation is described once (its `op/` file builds
+//! the SQE; `epoll/exec.rs` says what each opcode is on epoll).
 //!
-//! * `Op`: a native operation's final completion, handed to the shard's
-//!   [`OpTable`] (see `lifecycle.rs` for what happens next).
-//! * `Detached`: cancels and closes whose result nobody needs.
+//! The contract, whatever the backend:
 //!
-//! Operation SQEs that do not fit in the submission queue (it is full and
-//! the kernel will not take more right now, e.g. while completions
-//! overflow) wait in a FIFO backlog that is flushed, in order, before
-//! anything else is pushed: a submission is never dropped.
+//! * `push_op` accepts an operation whose memory stays valid until its
+//!   final completion is recorded in the op table; the backend never
+//!   touches it after that.
+//! * `poll` records what completed without blocking; `park` blocks until
+//!   something completes, the shard's eventfd is rung, or the timeout.
+//! * `has_completions` is true when `poll` would record something without
+//!   asking the kernel (used by the park handshake's re-check).
+//! * Dropping the driver after the op table is quiesced leaves no kernel
+//!   request referencing freed memory.
 //!
-//! Kernel-visible memory: operations' memory is kept alive by the op table.
-//! The only buffer the driver itself hands the kernel is the 8-byte eventfd
-//! read target. It is boxed and owned by the driver, and
-//! [`Driver::quiesce`] completes the armed read (by ringing our own eventfd)
-//! and reaps it when the driver is dropped, before the buffer is freed.
+//! Shared by both: the op table (`ops_table.rs`, `lifecycle.rs`), the
+//! `user_data` tags, the wake handshake (`wake.rs`) and the audit log.
 
 pub mod audit;
 pub(crate) mod direct_msg;
+pub(crate) mod epoll;
 pub mod faults;
 pub(crate) mod lifecycle;
 pub(crate) mod ops_table;
-mod ring;
+pub(crate) mod uring;
 mod user_data;
 mod wake;
 
 pub(crate) use direct_msg::DirectMsg;
+pub(crate) use epoll::EpollDriver;
 pub(crate) use lifecycle::Outcome;
 pub(crate) use ops_table::{OpKey, OpTable, Phase, Reaped};
-pub(crate) use ring::{Ring, RingConfig};
+pub(crate) use uring::{Ring, RingConfig, UringDriver};
 pub(crate) use user_data::{Tag, UserData};
 pub(crate) use wake::{handshake_fence, Eventfd, Notify, WakeState};
 
-use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use io_uring::{opcode, squeue, types};
+use io_uring::squeue;
 
 use crate::shard_id::ShardId;
 
-/// How long a shard parks at most while its eventfd read cannot be
-/// re-armed (the submission queue is full).
-const REARM_RETRY: Duration = Duration::from_millis(1);
-
-/// One shard's ring plus the internal operations kept on it.
-pub(crate) struct Driver {
-    ring: Ring,
-    eventfd: RawFd,
-    eventfd_buf: Box<u64>,
-    eventfd_armed: bool,
-    /// Doorbells whose `MSG_RING` failed; to be rung by eventfd instead.
-    failed_doorbells: Vec<ShardId>,
-    /// Direct messages reaped from this ring, and direct sends of ours that
-    /// the kernel refused (see `direct_msg.rs`), for the worker to take.
-    direct_in: Vec<DirectMsg>,
-    direct_failed: Vec<DirectMsg>,
-    /// Operation SQEs waiting for room in the submission queue.
-    backlog: VecDeque<squeue::Entry>,
-    /// Operation completions of the current reap, before they are handed
-    /// to the op table under one lock.
-    op_cqes: Vec<(OpKey, Outcome)>,
-    /// Provided-buffer group ids: the next never used, and freed ones.
-    next_bgid: u16,
-    free_bgids: Vec<u16>,
-}
-
-impl std::fmt::Debug for Driver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver")
-            .field("ring_fd", &self.ring.fd())
-            .field("eventfd_armed", &self.eventfd_armed)
-            .finish()
-    }
+/// One shard's driver (module docs).
+#[derive(Debug)]
+pub(crate) enum Driver {
+    Uring(UringDriver),
+    Epoll(EpollDriver),
 }
 
 impl Driver {
-    /// Wraps a freshly created ring and arms the eventfd read.
-    /// `eventfd` must outlive the driver.
-    pub(crate) fn new(ring: Ring, eventfd: RawFd) -> io::Result<Driver> {
-        let mut driver = Driver {
-            ring,
-            eventfd,
-            eventfd_buf: Box::new(0),
-            eventfd_armed: false,
-            failed_doorbells: Vec::new(),
-            direct_in: Vec::new(),
-            direct_failed: Vec::new(),
-            backlog: VecDeque::new(),
-            op_cqes: Vec::new(),
-            next_bgid: 0,
-            free_bgids: Vec::new(),
-        };
-        driver.arm_eventfd()?;
-        driver.ring.submit()?;
-        Ok(driver)
-    }
-
-    fn arm_eventfd(&mut self) -> io::Result<()> {
-        let buf: *mut u64 = &mut *self.eventfd_buf;
-        let entry = opcode::Read::new(types::Fd(self.eventfd), buf.cast(), 8)
-            .build()
-            .user_data(UserData::new(Tag::EventfdRead, 0).raw());
-        // SAFETY: the 8-byte target is a heap allocation owned by this driver
-        // and is only freed after `quiesce` has reaped this read's CQE (or
-        // after the ring is gone, when the kernel holds no requests).
-        unsafe { self.ring.push(&entry)? };
-        self.eventfd_armed = true;
-        Ok(())
-    }
-
-    /// Queues a `MSG_RING` doorbell to `target`. Submitted by the next
-    /// [`Driver::submit`].
+    /// Queues a `MSG_RING` doorbell (io_uring only: on epoll the runtime
+    /// reports no `MSG_RING`, so callers ring the eventfd instead).
     pub(crate) fn push_doorbell(&mut self, target_fd: RawFd, target: ShardId) -> io::Result<()> {
-        let entry = wake::doorbell_entry(target_fd, target);
-        // SAFETY: MSG_RING data carries no pointers; nothing to keep alive.
-        unsafe { self.ring.push(&entry) }
+        match self {
+            Driver::Uring(d) => d.push_doorbell(target_fd, target),
+            Driver::Epoll(_) => Err(io::Error::from(io::ErrorKind::Unsupported)),
+        }
     }
 
     /// True when direct messages were reaped or direct sends failed.
     pub(crate) fn has_direct(&self) -> bool {
-        !self.direct_in.is_empty() || !self.direct_failed.is_empty()
+        match self {
+            Driver::Uring(d) => d.has_direct(),
+            Driver::Epoll(_) => false,
+        }
     }
 
     /// Takes the direct messages received and the direct sends refused.
@@ -141,118 +86,68 @@ impl Driver {
         received: &mut Vec<DirectMsg>,
         failed: &mut Vec<DirectMsg>,
     ) {
-        received.append(&mut self.direct_in);
-        failed.append(&mut self.direct_failed);
+        if let Driver::Uring(d) = self {
+            d.take_direct(received, failed);
+        }
     }
 
-    /// Queues an operation's SQE (behind any backlog, so order is kept).
+    /// Starts an operation.
     ///
     /// # Safety
     ///
-    /// As for [`Ring::push`]: every address in `entry` stays valid until its
-    /// final CQE is reaped (the op table's job for `Op` entries).
-    pub(crate) unsafe fn push_op(&mut self, entry: squeue::Entry) {
-        if self.backlog.is_empty() {
+    /// Every address in `entry` stays valid until its final completion is
+    /// reaped (for `Op` entries, the op table holds the memory).
+    pub(crate) unsafe fn push_op(&mut self, entry: squeue::Entry, ops: &OpTable) {
+        match self {
             // SAFETY: forwarded from this function's contract.
-            if unsafe { self.ring.push(&entry) }.is_ok() {
-                return;
-            }
-        }
-        self.backlog.push_back(entry);
-    }
-
-    /// Moves backlogged SQEs into the ring while it has room.
-    fn flush_backlog(&mut self) {
-        while let Some(entry) = self.backlog.front() {
-            // SAFETY: backlog entries were accepted by `push_op` under its
-            // contract; their memory is still owned by the op table.
-            if unsafe { self.ring.push(entry) }.is_err() {
-                return;
-            }
-            self.backlog.pop_front();
+            Driver::Uring(d) => unsafe { d.push_op(entry) },
+            // SAFETY: forwarded from this function's contract.
+            Driver::Epoll(d) => unsafe { d.push_op(entry, ops) },
         }
     }
 
-    /// Hands queued SQEs to the kernel and runs deferred task work.
+    /// Hands queued requests to the kernel.
     pub(crate) fn submit(&mut self) -> io::Result<()> {
-        self.flush_backlog();
-        self.ring.submit().map(drop)
+        match self {
+            Driver::Uring(d) => d.submit(),
+            Driver::Epoll(_) => Ok(()),
+        }
     }
 
     pub(crate) fn has_unsubmitted(&mut self) -> bool {
-        self.ring.unsubmitted() > 0 || !self.backlog.is_empty()
-    }
-
-    /// Non-blocking: enters the kernel only when that makes progress, then
-    /// reaps. Returns the number of CQEs reaped.
-    pub(crate) fn poll(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
-        self.flush_backlog();
-        if self.ring.needs_enter() {
-            self.ring.submit()?;
+        match self {
+            Driver::Uring(d) => d.has_unsubmitted(),
+            Driver::Epoll(_) => false,
         }
-        self.reap(ops, out)
     }
 
-    /// True when a CQE (a doorbell, a completion) is waiting to be reaped.
+    /// Records completions without blocking; returns how many.
+    pub(crate) fn poll(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
+        match self {
+            Driver::Uring(d) => d.poll(ops, out),
+            Driver::Epoll(d) => d.poll(ops, out),
+        }
+    }
+
+    /// True when a completion (a doorbell, an operation) waits.
     pub(crate) fn has_completions(&mut self) -> bool {
-        self.ring.has_completions()
+        match self {
+            Driver::Uring(d) => d.has_completions(),
+            Driver::Epoll(d) => d.has_completions(),
+        }
     }
 
-    /// Blocks in the kernel until a CQE arrives or `timeout` passes, then
-    /// reaps. Returns the number of CQEs reaped.
+    /// Blocks until something completes or `timeout` passes, then records.
     pub(crate) fn park(
         &mut self,
-        mut timeout: Option<Duration>,
+        timeout: Option<Duration>,
         ops: &OpTable,
         out: &mut Reaped,
     ) -> io::Result<usize> {
-        self.flush_backlog();
-        if !self.eventfd_armed && self.arm_eventfd().is_err() {
-            // No room to re-arm the eventfd read, so an outside thread's
-            // doorbell could not wake us: nap briefly instead of blocking.
-            timeout = Some(timeout.map_or(REARM_RETRY, |t| t.min(REARM_RETRY)));
+        match self {
+            Driver::Uring(d) => d.park(timeout, ops, out),
+            Driver::Epoll(d) => d.park(timeout, ops, out),
         }
-        self.ring.wait(timeout)?;
-        self.reap(ops, out)
-    }
-
-    fn reap(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
-        let mut rearm = false;
-        let failed = &mut self.failed_doorbells;
-        let (direct_in, direct_failed) = (&mut self.direct_in, &mut self.direct_failed);
-        let op_cqes = &mut self.op_cqes;
-        let n = self.ring.reap(|raw, res, flags| {
-            let ud = UserData::from_raw(raw);
-            match ud.tag() {
-                Some(Tag::Op) => {
-                    audit::reaped(raw);
-                    op_cqes.push((
-                        OpKey::from_payload(ud.payload()),
-                        Outcome::Kernel { result: res, flags },
-                    ));
-                }
-                Some(Tag::DoorbellSend) if res < 0 => failed.push(ud.payload() as ShardId),
-                Some(Tag::DirectMsg) => direct_in.push(direct_msg::received(ud.payload(), res)),
-                Some(Tag::DirectMsgSend) if res < 0 => {
-                    direct_failed.push(direct_msg::failed(ud.payload()));
-                }
-                Some(Tag::Detached | Tag::Doorbell | Tag::DoorbellSend | Tag::DirectMsgSend) => {}
-                Some(Tag::EventfdRead) => rearm = true,
-                // Not ours (a `user_data` no runtime SQE carries): nothing
-                // in the runtime belongs to it, so it is dropped.
-                None => {}
-            }
-        });
-        if !self.op_cqes.is_empty() {
-            ops.complete_batch(self.op_cqes.drain(..), out);
-        }
-        if rearm {
-            self.eventfd_armed = false;
-            // A full submission queue is no reason to fail the reap: the
-            // read is re-armed before the shard next parks (`park`).
-            let _ = self.arm_eventfd();
-        }
-        Ok(n)
     }
 
     /// Registers a provided-buffer ring under a fresh buffer group id.
@@ -266,75 +161,33 @@ impl Driver {
         ring_addr: u64,
         entries: u16,
     ) -> io::Result<u16> {
-        let bgid = match self.free_bgids.pop() {
-            Some(bgid) => bgid,
-            None if self.next_bgid < u16::MAX => {
-                self.next_bgid += 1;
-                self.next_bgid - 1
-            }
-            None => return Err(io::Error::other("every buffer group id is in use")),
-        };
-        // SAFETY: forwarded from this function's contract.
-        match unsafe {
-            self.ring
-                .submitter()
-                .register_buf_ring_with_flags(ring_addr, entries, bgid, 0)
-        } {
-            Ok(()) => Ok(bgid),
-            Err(err) => {
-                self.free_bgids.push(bgid);
-                Err(err)
-            }
+        match self {
+            // SAFETY: forwarded from this function's contract.
+            Driver::Uring(d) => unsafe { d.register_buf_ring(ring_addr, entries) },
+            // SAFETY: forwarded from this function's contract.
+            Driver::Epoll(d) => unsafe { d.register_buf_ring(ring_addr, entries) },
         }
     }
 
-    /// Unregisters buffer group `bgid`; the kernel no longer touches its
-    /// ring afterwards.
+    /// Unregisters buffer group `bgid`.
     pub(crate) fn unregister_buf_ring(&mut self, bgid: u16) -> io::Result<()> {
-        self.ring.submitter().unregister_buf_ring(bgid)?;
-        self.free_bgids.push(bgid);
-        Ok(())
+        match self {
+            Driver::Uring(d) => d.unregister_buf_ring(bgid),
+            Driver::Epoll(d) => d.unregister_buf_ring(bgid),
+        }
     }
 
     pub(crate) fn has_failed_doorbells(&self) -> bool {
-        !self.failed_doorbells.is_empty()
+        match self {
+            Driver::Uring(d) => d.has_failed_doorbells(),
+            Driver::Epoll(_) => false,
+        }
     }
 
     /// Takes the targets whose doorbell `MSG_RING` failed.
     pub(crate) fn take_failed_doorbells(&mut self, out: &mut Vec<ShardId>) {
-        out.append(&mut self.failed_doorbells);
-    }
-
-    /// Completes and reaps every internal operation so that no kernel-visible
-    /// memory is in use: rings our own eventfd to finish the armed read, and
-    /// waits for its CQE without re-arming.
-    fn quiesce(&mut self) -> io::Result<()> {
-        while self.eventfd_armed {
-            wake::ring_eventfd(self.eventfd);
-            self.ring.wait(Some(Duration::from_millis(10)))?;
-            let mut done = false;
-            self.ring.reap(|raw, _res, _flags| {
-                // Only internal operations remain: the op table was quiesced
-                // by the shard's shutdown before the driver is dropped.
-                if UserData::from_raw(raw).tag() == Some(Tag::EventfdRead) {
-                    done = true;
-                }
-            });
-            if done {
-                self.eventfd_armed = false;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        if self.quiesce().is_err() {
-            // The ring refused to wait: we cannot prove the kernel is done
-            // with the read target, so it is leaked (8 bytes) rather than
-            // freed under the kernel.
-            std::mem::forget(std::mem::take(&mut self.eventfd_buf));
+        if let Driver::Uring(d) = self {
+            d.take_failed_doorbells(out);
         }
     }
 }

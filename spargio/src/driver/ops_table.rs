@@ -159,6 +159,15 @@ impl Reaped {
         }
     }
 
+    /// Moves `other`'s follow-up work into this one.
+    pub(crate) fn absorb(&mut self, other: &mut Reaped) {
+        self.wakers.append(&mut other.wakers);
+        self.released.append(&mut other.released);
+        self.cancels.append(&mut other.cancels);
+        self.completed += std::mem::take(&mut other.completed);
+        self.panicked += std::mem::take(&mut other.panicked);
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.wakers.is_empty()
             && self.released.is_empty()

@@ -94,6 +94,12 @@ impl UringNativeAny {
         Op::submit(&self.handle.shared, lane, op)
     }
 
+    /// On epoll, what `submit_unsafe` says of an opcode it cannot run.
+    fn epoll_note(&self) -> Option<crate::op::unsafe_op::EpollNote> {
+        (self.handle.backend() == crate::BackendKind::Epoll)
+            .then(|| crate::op::unsafe_op::EpollNote(self.handle.clone()))
+    }
+
     /// The ring the selector would pick now.
     pub fn select_shard(&self) -> ShardId {
         let shared = &self.handle.shared;
@@ -301,7 +307,10 @@ impl UringNativeAny {
         D: FnOnce(io::Result<UringCqe>, S) -> io::Result<T> + std::marker::Send + 'static,
         T: 'static,
     {
-        self.submit(self.lane(), UnsafeOp::new(state, build, decode))
+        self.submit(
+            self.lane(),
+            UnsafeOp::new(state, build, decode, self.epoll_note()),
+        )
     }
 
     /// [`submit_unsafe`](UringNativeAny::submit_unsafe) on an explicit
@@ -323,6 +332,9 @@ impl UringNativeAny {
         D: FnOnce(io::Result<UringCqe>, S) -> io::Result<T> + std::marker::Send + 'static,
         T: 'static,
     {
-        self.submit(Lane::Shard(shard), UnsafeOp::new(state, build, decode))
+        self.submit(
+            Lane::Shard(shard),
+            UnsafeOp::new(state, build, decode, self.epoll_note()),
+        )
     }
 }

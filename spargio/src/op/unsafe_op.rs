@@ -22,15 +22,37 @@ pub(crate) struct UnsafeOp<S, B, D> {
     pub(crate) decode: D,
     /// Why the built SQE was not submitted (a NOP went in its place).
     pub(crate) refused: Option<std::io::Error>,
+    /// The runtime runs on epoll: only opcodes it emulates are accepted.
+    epoll: Option<EpollNote>,
+}
+
+/// The epoll runtime whose `submit_unsafe` this is (for the error
+/// naming why io_uring is not in use).
+#[derive(Clone, Debug)]
+pub(crate) struct EpollNote(pub(crate) crate::RuntimeHandle);
+
+impl EpollNote {
+    fn why(&self) -> String {
+        match self.0.io_uring_refusal() {
+            Some(refusal) => format!("io_uring was refused: {refusal}"),
+            None => "epoll was asked for".into(),
+        }
+    }
 }
 
 impl<S, B, D> UnsafeOp<S, B, D> {
-    pub(crate) fn new(state: S, build: B, decode: D) -> UnsafeOp<S, B, D> {
+    pub(crate) fn new(
+        state: S,
+        build: B,
+        decode: D,
+        epoll: Option<EpollNote>,
+    ) -> UnsafeOp<S, B, D> {
         UnsafeOp {
             state,
             build: Some(build),
             decode,
             refused: None,
+            epoll,
         }
     }
 }
@@ -60,8 +82,21 @@ const REFUSED_FLAGS: u8 = squeue::Flags::BUFFER_SELECT.bits()
     | squeue::Flags::IO_HARDLINK.bits();
 
 /// Checks a caller-built SQE against what `submit_unsafe` allows.
-fn check(sqe: &squeue::Entry) -> std::io::Result<()> {
+fn check(sqe: &squeue::Entry, epoll: Option<&EpollNote>) -> std::io::Result<()> {
     let code = sqe.get_opcode();
+    if let Some(note) = epoll {
+        if !u8::try_from(code).is_ok_and(crate::driver::epoll::is_supported) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                format!(
+                    "submit_unsafe: opcode {code} needs io_uring, and this runtime runs on \
+                     the epoll backend ({}); see the book's \"Backends\" chapter for the \
+                     opcodes epoll runs",
+                    note.why()
+                ),
+            ));
+        }
+    }
     if REFUSED_OPCODES.iter().any(|&c| u32::from(c) == code) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -96,7 +131,7 @@ where
     fn build(&mut self) -> squeue::Entry {
         let build = self.build.take().expect("an operation is built once");
         let sqe = build(&mut self.state);
-        match check(&sqe) {
+        match check(&sqe, self.epoll.as_ref()) {
             Ok(()) => sqe,
             Err(err) => {
                 // Never submitted: a NOP takes its place and the caller gets

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use super::Runtime;
+use super::backend::IoUringRefusal;
+use super::{BackendKind, Runtime};
 use crate::driver::RingConfig;
 use crate::error::RuntimeError;
 use crate::messaging::hot::HotConfig;
@@ -13,15 +14,6 @@ const MAX_SHARDS: usize = 1024;
 const MAX_RING_ENTRIES: u32 = 32768;
 /// Largest per-pair message queue.
 const MAX_MSG_QUEUE: usize = 1 << 24;
-
-/// The I/O backend. io_uring is the only one.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum BackendKind {
-    /// Linux io_uring, one ring per shard.
-    #[default]
-    IoUring,
-}
 
 /// Configures and builds a [`Runtime`].
 ///
@@ -42,7 +34,7 @@ pub enum BackendKind {
 /// ```
 #[derive(Clone, Debug)]
 pub struct RuntimeBuilder {
-    backend: BackendKind,
+    backend: Option<BackendKind>,
     shards: Option<usize>,
     ring_entries: u32,
     sqpoll_idle_ms: Option<u32>,
@@ -71,7 +63,7 @@ pub struct RuntimeBuilder {
 impl Default for RuntimeBuilder {
     fn default() -> Self {
         RuntimeBuilder {
-            backend: BackendKind::IoUring,
+            backend: None,
             shards: None,
             ring_entries: 256,
             sqpoll_idle_ms: None,
@@ -105,9 +97,11 @@ impl RuntimeBuilder {
         RuntimeBuilder::default()
     }
 
-    /// The I/O backend (only [`BackendKind::IoUring`] exists).
+    /// The I/O backend. Default: the process's `SPARGIO_BACKEND` if set,
+    /// else [`BackendKind::Auto`] (io_uring where allowed, epoll
+    /// elsewhere). A backend set here wins over the environment.
     pub fn backend(mut self, backend: BackendKind) -> Self {
-        self.backend = backend;
+        self.backend = Some(backend);
         self
     }
 
@@ -407,8 +401,13 @@ impl RuntimeBuilder {
     fn validate(self) -> Result<Config, RuntimeError> {
         let invalid =
             |knob: &'static str, reason: String| RuntimeError::InvalidConfig { knob, reason };
-        if self.backend != BackendKind::IoUring {
-            return Err(RuntimeError::UnsupportedBackend);
+        let backend = super::backend::requested(self.backend)?;
+        if backend == BackendKind::Epoll && self.sqpoll_idle_ms.is_some() {
+            return Err(invalid(
+                "io_uring_sqpoll",
+                "kernel SQ polling needs the io_uring backend; this runtime is built on epoll"
+                    .into(),
+            ));
         }
         let shards = match self.shards {
             Some(n) => n,
@@ -461,6 +460,8 @@ impl RuntimeBuilder {
         }
         let others = (shards - 1).max(1);
         Ok(Config {
+            backend,
+            io_uring_refusal: None,
             shards,
             ring: RingConfig {
                 entries: self.ring_entries,
@@ -495,6 +496,11 @@ impl RuntimeBuilder {
 /// The validated configuration.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
+    /// Requested by `validate`; what runs (never `Auto`) once `start` has
+    /// decided.
+    pub(crate) backend: BackendKind,
+    /// Why an `Auto` runtime runs on epoll.
+    pub(crate) io_uring_refusal: Option<IoUringRefusal>,
     pub(crate) shards: usize,
     pub(crate) ring: RingConfig,
     pub(crate) thread_affinity: bool,

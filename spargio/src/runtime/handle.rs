@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::BackendKind;
+use super::{BackendKind, IoUringRefusal};
 use crate::error::RuntimeError;
 use crate::messaging::{RemoteShard, ShardCtx};
 use crate::scheduler::{self, Shared};
@@ -53,9 +53,27 @@ impl std::fmt::Debug for RuntimeHandle {
 }
 
 impl RuntimeHandle {
-    /// The backend in use.
+    /// The backend this runtime runs on: [`BackendKind::IoUring`] or
+    /// [`BackendKind::Epoll`] (never `Auto`, which is resolved by
+    /// `build()`).
     pub fn backend(&self) -> BackendKind {
-        BackendKind::IoUring
+        self.shared.config.backend
+    }
+
+    /// Why a runtime built with [`BackendKind::Auto`] runs on epoll: the
+    /// errno and the cause io_uring was refused with. `None` on io_uring,
+    /// and when epoll was asked for.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), spargio::RuntimeError> {
+    /// let rt = spargio::Runtime::builder().shards(1).build()?;
+    /// if let Some(refusal) = rt.handle().io_uring_refusal() {
+    ///     eprintln!("running on epoll: {refusal}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn io_uring_refusal(&self) -> Option<IoUringRefusal> {
+        self.shared.config.io_uring_refusal.clone()
     }
 
     /// Number of shards.

@@ -11,6 +11,7 @@
 //! future from a plain thread; [`run`], [`run_with`]
 //! and [`run_local_on`] wrap build, run and shutdown in one future.
 
+mod backend;
 mod block_on;
 mod builder;
 mod entry;
@@ -18,9 +19,10 @@ mod handle;
 #[allow(clippy::module_inception)]
 mod runtime;
 
+pub use backend::{probe_io_uring, BackendKind, IoUringRefusal};
 pub use block_on::block_on;
+pub use builder::RuntimeBuilder;
 pub(crate) use builder::{available_cpus, Config};
-pub use builder::{BackendKind, RuntimeBuilder};
 pub use entry::{run, run_local_on, run_with};
 pub use handle::RuntimeHandle;
 pub use runtime::Runtime;

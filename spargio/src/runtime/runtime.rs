@@ -4,12 +4,15 @@ use std::future::poll_fn;
 use std::sync::{Arc, Mutex};
 use std::thread;
 
+use super::{BackendKind, IoUringRefusal};
 use super::{Config, RuntimeHandle};
-use crate::driver::{Driver, Eventfd, Ring};
+use crate::driver::{Driver, EpollDriver, Eventfd, Ring, UringDriver};
 use crate::error::RuntimeError;
 use crate::scheduler::{ShardShared, Shared, Worker};
+use crate::stats::RingFeatures;
 
-/// A running spargio runtime: one thread and one io_uring ring per shard.
+/// A running spargio runtime: one thread per shard, each with its own
+/// io_uring ring (or, where io_uring is refused, its own epoll instance).
 ///
 /// Dropping it shuts it down (blocking until every shard thread has
 /// finished); [`Runtime::shutdown`] does the same without blocking.
@@ -83,23 +86,47 @@ impl Drop for Runtime {
 /// Each thread enables its own ring, becoming its single issuer, and
 /// reports back; `build` returns once every shard has, so a ring that
 /// cannot be enabled is an error from `build`, not a dead shard later.
-pub(crate) fn start(config: Config) -> Result<Runtime, RuntimeError> {
+pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
     let n = config.shards;
+    let (backend, mut refusal) = super::backend::resolve(config.backend)?;
+    let mut rings = Vec::with_capacity(n);
+    if backend == BackendKind::IoUring {
+        for _ in 0..n {
+            match Ring::new(&config.ring) {
+                Ok(ring) => rings.push(Some(ring)),
+                // `Auto`: a ring the kernel will not make is a refusal too.
+                Err(err) if config.backend == BackendKind::Auto => {
+                    refusal = Some(IoUringRefusal::from_error(&err));
+                    rings.clear();
+                    break;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+    config.backend = if refusal.is_some() || backend == BackendKind::Epoll {
+        rings.clear();
+        rings.resize_with(n, || None);
+        BackendKind::Epoll
+    } else {
+        BackendKind::IoUring
+    };
+    config.io_uring_refusal = refusal;
     let mut deques = Vec::with_capacity(n);
     let mut shards = Vec::with_capacity(n);
-    let mut rings = Vec::with_capacity(n);
-    for _ in 0..n {
-        let ring = Ring::new(&config.ring)?;
+    for ring in &rings {
         let deque = crossbeam_deque::Worker::new_fifo();
         let eventfd = Eventfd::new().map_err(|source| RuntimeError::IoUringUnavailable {
             reason: "could not create the shard's eventfd".into(),
             source,
         })?;
         let shard = ShardShared::new(deque.stealer(), eventfd);
-        shard.set_ring(ring.fd(), ring.features());
+        match ring {
+            Some(ring) => shard.set_ring(ring.fd(), ring.features()),
+            None => shard.set_ring(-1, RingFeatures::default()),
+        }
         shards.push(shard);
         deques.push(deque);
-        rings.push(ring);
     }
     let cpus = if config.thread_affinity {
         allowed_cpus()
@@ -118,9 +145,14 @@ pub(crate) fn start(config: Config) -> Result<Runtime, RuntimeError> {
             if let Some(cpu) = cpu {
                 pin_to_cpu(cpu);
             }
-            let driver = crate::driver::faults::ring_enable()
-                .and_then(|()| ring.enable())
-                .and_then(|()| Driver::new(ring, shared_t.shards[id].eventfd.raw()));
+            let eventfd = shared_t.shards[id].eventfd.raw();
+            let driver = match ring {
+                Some(ring) => crate::driver::faults::ring_enable()
+                    .and_then(|()| ring.enable())
+                    .and_then(|()| UringDriver::new(ring, eventfd))
+                    .map(Driver::Uring),
+                None => EpollDriver::new(eventfd, shared_t.clone(), id).map(Driver::Epoll),
+            };
             match driver {
                 Ok(driver) => {
                     // Built before `build` returns: whatever the worker
@@ -158,8 +190,12 @@ pub(crate) fn start(config: Config) -> Result<Runtime, RuntimeError> {
         for t in threads {
             let _ = t.join();
         }
+        let what = match shared.config.backend {
+            BackendKind::Epoll => "start its epoll driver",
+            _ => "enable its ring",
+        };
         return Err(RuntimeError::IoUringUnavailable {
-            reason: format!("shard {id} could not enable its ring"),
+            reason: format!("shard {id} could not {what}"),
             source,
         });
     }

@@ -56,7 +56,7 @@ impl Worker {
             Ok(mut driver) => {
                 self.flush_staged(&mut driver);
                 // SAFETY: forwarded from this function's contract.
-                unsafe { driver.push_op(sqe) };
+                unsafe { driver.push_op(sqe, &self.me().ops) };
             }
             Err(_) => self.staged.borrow_mut().push(sqe),
         }
@@ -67,7 +67,7 @@ impl Worker {
         for sqe in staged.drain(..) {
             // SAFETY: staged entries were accepted by `push_sqe` under its
             // contract.
-            unsafe { driver.push_op(sqe) };
+            unsafe { driver.push_op(sqe, &self.me().ops) };
         }
     }
 

@@ -225,6 +225,8 @@ impl Shared {
     pub(crate) fn stats(&self) -> RuntimeStats {
         let (blocking_threads, blocking_idle, blocking_queued) = self.blocking.usage();
         let mut stats = RuntimeStats {
+            backend: self.config.backend,
+            io_uring_refusal: self.config.io_uring_refusal.clone(),
             steal_victim_stride: self.config.steal.victim_stride,
             blocking_threads,
             blocking_idle,

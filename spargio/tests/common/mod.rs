@@ -192,3 +192,4 @@ impl Drop for ScratchDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+pub mod seccomp;

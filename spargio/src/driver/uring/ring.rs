@@ -105,7 +105,7 @@ impl Ring {
             match build(config, wanted) {
                 Ok(uring) => break uring,
                 Err(err) if err.raw_os_error() == Some(libc::EINVAL) && wanted.relax() => {}
-                Err(err) => return Err(classify(err, config.entries)),
+                Err(err) => return Err(classify_setup(err, config.entries)),
             }
         };
         let params = uring.params();
@@ -166,7 +166,7 @@ impl Ring {
     /// conflicts with the kernel's use, until the entry's final CQE is reaped.
     pub(crate) unsafe fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
         for _ in 0..2 {
-            if super::faults::push_refused() {
+            if crate::driver::faults::push_refused() {
                 self.submit()?;
                 continue;
             }
@@ -209,7 +209,7 @@ impl Ring {
             flags |= ENTER_SQ_WAKEUP;
         }
         loop {
-            let res = match super::faults::enter() {
+            let res = match crate::driver::faults::enter() {
                 Err(injected) => Err(injected),
                 // SAFETY: a plain io_uring_enter on our own ring with no
                 // argument struct; GETEVENTS with min_complete = 0 does not
@@ -244,7 +244,7 @@ impl Ring {
             (t, max) => t.or(max),
         };
         // An injected failure takes the same path as a real one below.
-        let res = super::faults::enter().and_then(|()| match timeout {
+        let res = crate::driver::faults::enter().and_then(|()| match timeout {
             Some(timeout) => {
                 let ts = types::Timespec::from(timeout);
                 let args = types::SubmitArgs::new().timespec(&ts);
@@ -304,7 +304,7 @@ fn build(config: &RingConfig, wanted: Wanted) -> io::Result<IoUring> {
 }
 
 /// Names the cause of a ring creation failure in one line.
-fn classify(err: io::Error, entries: u32) -> RuntimeError {
+pub(crate) fn classify_setup(err: io::Error, entries: u32) -> RuntimeError {
     let reason = match err.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => {
             "io_uring is not permitted here (kernel.io_uring_disabled sysctl, a seccomp \
@@ -333,7 +333,7 @@ mod tests {
     use super::*;
 
     fn reason(errno: i32) -> String {
-        match classify(io::Error::from_raw_os_error(errno), 256) {
+        match classify_setup(io::Error::from_raw_os_error(errno), 256) {
             RuntimeError::IoUringUnavailable { reason, source } => {
                 assert_eq!(source.raw_os_error(), Some(errno));
                 reason

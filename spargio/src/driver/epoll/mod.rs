@@ -1,0 +1,550 @@
+//! The epoll backend: the same operations, run by the shard itself where
+//! io_uring is refused.
+//!
+//! Nothing above the driver changes. An operation is still an SQE built by
+//! its `op/` file and an op-table entry that owns its memory; this driver
+//! runs the request the SQE describes instead of handing it to a ring, and
+//! posts the completion the kernel would have posted (`exec.rs` has the
+//! table of what each opcode becomes). Cancellation, orphaned resources,
+//! multishot bounds and shutdown are the op table's, unchanged.
+//!
+//! 1. **Submission runs the syscall at once.** `push_op` tries the
+//!    operation's non-blocking syscall on the spot. Most sends, and every
+//!    receive whose data is already there, complete before the submitting
+//!    task first polls the operation: the completion is recorded in the op
+//!    table inside `push_op`, so that first poll is `Ready`.
+//! 2. **`EAGAIN` waits for readiness.** The operation is kept in a slab,
+//!    listed under its fd, and the fd armed one-shot in the shard's epoll
+//!    instance (`poller.rs`). When it reports, every operation waiting on
+//!    the fd is tried again in submission order; those still blocked re-arm
+//!    it. Files that cannot be polled, and path operations, go to the
+//!    blocking pool (`offload.rs`).
+//! 3. **Timers** (`IORING_OP_TIMEOUT`) sit in an ordered set; the nearest
+//!    deadline bounds `epoll_wait`, as the shard's own timer wheel does.
+//! 4. **Wakes.** Other shards and outside threads ring the shard's eventfd
+//!    (the runtime reports no `MSG_RING`, so every doorbell and direct
+//!    message takes its eventfd path). The eventfd is in the epoll set; a
+//!    parked shard is `epoll_wait`ing, with the handshake of `wake.rs`.
+//! 5. **Cancel** (`ASYNC_CANCEL`) ends a waiting operation or timer with
+//!    `ECANCELED` at once; an offloaded one runs to its end.
+//!
+//! Memory: the driver dereferences an SQE's addresses only while the
+//! operation's entry is in the op table, i.e. before its final completion
+//! is recorded, which is the io_uring contract `push_op` inherits.
+
+mod bufs;
+mod exec;
+mod offload;
+mod poller;
+mod sqe;
+
+use std::collections::{BTreeSet, HashMap};
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use io_uring::{opcode, squeue};
+use slab::Slab;
+
+use self::bufs::BufGroups;
+use self::exec::{Progress, Step};
+use self::offload::Offload;
+use self::poller::{Armed, Poller, EVENTFD_TOKEN};
+use self::sqe::Sqe;
+use super::ops_table::{OpKey, OpTable, Reaped};
+use super::user_data::{Tag, UserData};
+use super::{audit, Outcome};
+use crate::scheduler::Shared;
+use crate::shard_id::ShardId;
+
+pub(crate) use exec::is_supported;
+
+const ERR_HUP: u32 = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+
+/// An operation waiting for readiness or for its timer.
+#[derive(Debug)]
+struct Pending {
+    sqe: Sqe,
+    progress: Progress,
+    state: Wait,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    /// For these `EPOLL*` events on `sqe.fd`.
+    Fd(u32),
+    Timer(Instant),
+}
+
+/// The operations waiting on one fd, and its arm state.
+#[derive(Debug, Default)]
+struct FdSlot {
+    /// Events the fd is armed for (0: disarmed).
+    armed: u32,
+    /// The fd is (as far as we know) in the epoll interest list.
+    registered: bool,
+    waiters: Vec<usize>,
+}
+
+/// How an attempt loop ended.
+enum Next {
+    Ended,
+    Wait(u32),
+    Offload,
+    Timer,
+}
+
+/// One shard's epoll driver (module docs).
+#[derive(Debug)]
+pub(crate) struct EpollDriver {
+    poller: Poller,
+    eventfd: RawFd,
+    pending: Slab<Pending>,
+    by_user_data: HashMap<u64, usize>,
+    /// Indexed by fd number (dense and small, as fds are).
+    fds: Vec<FdSlot>,
+    timers: BTreeSet<(Instant, usize)>,
+    bufs: BufGroups,
+    offload: Offload,
+    /// Completions not yet handed to the op table: `(user_data, res, flags)`.
+    posted: Vec<(u64, i32, u32)>,
+    to_table: Vec<(OpKey, Outcome)>,
+    /// Follow-up of completions recorded inside `push_op`.
+    follow: Reaped,
+    /// Scratch: events of one wait, offloaded completions, retried waiters.
+    events: Vec<(u64, u32)>,
+    offloaded: Vec<(u64, i32)>,
+    retry: Vec<usize>,
+    /// Operations waiting on fds (no `epoll_wait` in `poll` without one).
+    fd_waiters: usize,
+}
+
+impl EpollDriver {
+    /// A driver for `shard`, woken through `eventfd` (which must outlive
+    /// it).
+    pub(crate) fn new(
+        eventfd: RawFd,
+        shared: Arc<Shared>,
+        shard: ShardId,
+    ) -> io::Result<EpollDriver> {
+        Ok(EpollDriver {
+            poller: Poller::new(eventfd)?,
+            eventfd,
+            pending: Slab::new(),
+            by_user_data: HashMap::new(),
+            fds: Vec::new(),
+            timers: BTreeSet::new(),
+            bufs: BufGroups::default(),
+            offload: Offload::new(shared, shard),
+            posted: Vec::new(),
+            to_table: Vec::new(),
+            follow: Reaped::default(),
+            events: Vec::new(),
+            offloaded: Vec::new(),
+            retry: Vec::new(),
+            fd_waiters: 0,
+        })
+    }
+
+    /// Runs (or starts waiting for) the operation `entry` describes, and
+    /// records what completed in `ops` at once.
+    ///
+    /// # Safety
+    ///
+    /// Every address in `entry` stays valid until its final completion is
+    /// recorded in the op table (the io_uring contract of `push_op`).
+    pub(crate) unsafe fn push_op(&mut self, entry: squeue::Entry, ops: &OpTable) {
+        self.start(Sqe::from_entry(entry));
+        if !self.posted.is_empty() {
+            self.record(ops, None);
+        }
+    }
+
+    fn start(&mut self, sqe: Sqe) {
+        match sqe.opcode {
+            opcode::AsyncCancel::CODE => {
+                let res = self.cancel(sqe.addr);
+                self.posted.push((sqe.user_data, res, 0));
+                return;
+            }
+            opcode::Close::CODE => {
+                if let Some(slot) = usize::try_from(sqe.fd)
+                    .ok()
+                    .and_then(|fd| self.fds.get_mut(fd))
+                {
+                    // Closing drops the registration (SharedFd closes only
+                    // when nothing waits on the fd).
+                    slot.registered = false;
+                    slot.armed = 0;
+                }
+            }
+            _ => {}
+        }
+        let mut progress = Progress::default();
+        match drive(&sqe, &mut progress, &mut self.bufs, &mut self.posted) {
+            Next::Ended => {}
+            Next::Offload => self.offload.spawn(sqe, progress),
+            Next::Timer => self.start_timer(sqe),
+            Next::Wait(interest) => {
+                let idx = self.pending.insert(Pending {
+                    sqe,
+                    progress,
+                    state: Wait::Fd(interest),
+                });
+                self.by_user_data.insert(sqe.user_data, idx);
+                self.wait_on_fd(idx, interest);
+            }
+        }
+    }
+
+    fn start_timer(&mut self, sqe: Sqe) {
+        const ABS: u32 = 1 << 0;
+        const CLOCKS: u32 = (1 << 2) | (1 << 3);
+        if sqe.off != 0 || sqe.op_flags & CLOCKS != 0 || sqe.addr == 0 {
+            // Counted timeouts and other clocks have no emulation.
+            self.posted.push((sqe.user_data, -libc::EOPNOTSUPP, 0));
+            return;
+        }
+        // SAFETY: the timespec is the operation's, valid until its
+        // completion (module docs); read once, as the kernel does.
+        let ts = unsafe { std::ptr::read(sqe.addr as *const libc::timespec) };
+        let dur = Duration::new(
+            ts.tv_sec.max(0) as u64,
+            ts.tv_nsec.clamp(0, 999_999_999) as u32,
+        );
+        let now = Instant::now();
+        let deadline = if sqe.op_flags & ABS != 0 {
+            let mono = monotonic_now();
+            now + dur.saturating_sub(mono)
+        } else {
+            now.checked_add(dur)
+                .unwrap_or(now + Duration::from_secs(86_400 * 365))
+        };
+        let idx = self.pending.insert(Pending {
+            sqe,
+            progress: Progress::default(),
+            state: Wait::Timer(deadline),
+        });
+        self.by_user_data.insert(sqe.user_data, idx);
+        self.timers.insert((deadline, idx));
+    }
+
+    /// Lists `idx` under its fd and arms the fd for `interest` if it is
+    /// not armed for it already.
+    fn wait_on_fd(&mut self, idx: usize, interest: u32) {
+        let fd = self.pending[idx].sqe.fd;
+        let Ok(n) = usize::try_from(fd) else {
+            self.finish(idx, -libc::EBADF);
+            return;
+        };
+        if self.fds.len() <= n {
+            self.fds.resize_with(n + 1, FdSlot::default);
+        }
+        let slot = &mut self.fds[n];
+        slot.waiters.push(idx);
+        self.fd_waiters += 1;
+        if slot.armed & interest == interest {
+            return;
+        }
+        let want = slot.armed | interest;
+        match self.poller.arm(fd, want, slot.registered) {
+            Ok(Armed::Yes) => {
+                slot.armed = want;
+                slot.registered = true;
+            }
+            Ok(Armed::NotPollable) => {
+                slot.waiters.pop();
+                self.fd_waiters -= 1;
+                let p = self.remove(idx);
+                self.offload.spawn(p.sqe, p.progress);
+            }
+            Err(err) => {
+                slot.waiters.pop();
+                self.fd_waiters -= 1;
+                self.finish(idx, -err.raw_os_error().unwrap_or(libc::EIO));
+            }
+        }
+    }
+
+    fn remove(&mut self, idx: usize) -> Pending {
+        let p = self.pending.remove(idx);
+        self.by_user_data.remove(&p.sqe.user_data);
+        if let Wait::Timer(deadline) = p.state {
+            self.timers.remove(&(deadline, idx));
+        }
+        p
+    }
+
+    /// Ends pending operation `idx` (not listed under an fd) with `res`.
+    fn finish(&mut self, idx: usize, res: i32) {
+        let p = self.remove(idx);
+        self.posted.push((p.sqe.user_data, res, 0));
+    }
+
+    /// `ASYNC_CANCEL` of the operation with `user_data`; the cancel's own
+    /// result.
+    fn cancel(&mut self, user_data: u64) -> i32 {
+        let Some(&idx) = self.by_user_data.get(&user_data) else {
+            // Completed already, or on the blocking pool (runs to its end).
+            return -libc::ENOENT;
+        };
+        if let Wait::Fd(_) = self.pending[idx].state {
+            let fd = self.pending[idx].sqe.fd as usize;
+            let waiters = &mut self.fds[fd].waiters;
+            if let Some(at) = waiters.iter().position(|&w| w == idx) {
+                waiters.remove(at);
+                self.fd_waiters -= 1;
+            }
+        }
+        self.finish(idx, -libc::ECANCELED);
+        0
+    }
+
+    /// Retries the operations waiting on `fd`, which reported `events`.
+    fn fd_ready(&mut self, fd: usize, events: u32) {
+        let Some(slot) = self.fds.get_mut(fd) else {
+            return;
+        };
+        slot.armed = 0;
+        let mut retry = std::mem::take(&mut self.retry);
+        std::mem::swap(&mut retry, &mut slot.waiters);
+        self.fd_waiters -= retry.len();
+        let mut rearm = 0;
+        for &idx in &retry {
+            let p = &mut self.pending[idx];
+            let Wait::Fd(interest) = p.state else {
+                continue;
+            };
+            if events & (interest | ERR_HUP) == 0 {
+                self.fds[fd].waiters.push(idx);
+                self.fd_waiters += 1;
+                rearm |= interest;
+                continue;
+            }
+            let sqe = p.sqe;
+            match drive(&sqe, &mut p.progress, &mut self.bufs, &mut self.posted) {
+                Next::Ended => {
+                    self.remove(idx);
+                }
+                Next::Wait(interest) => {
+                    p.state = Wait::Fd(interest);
+                    self.fds[fd].waiters.push(idx);
+                    self.fd_waiters += 1;
+                    rearm |= interest;
+                }
+                Next::Offload => {
+                    let p = self.remove(idx);
+                    self.offload.spawn(p.sqe, p.progress);
+                }
+                // Only `TIMEOUT` asks for a timer, and it never waits on fds.
+                Next::Timer => self.finish(idx, -libc::EINVAL),
+            }
+        }
+        retry.clear();
+        self.retry = retry;
+        if rearm != 0 {
+            let slot = &mut self.fds[fd];
+            match self.poller.arm(fd as RawFd, rearm, slot.registered) {
+                Ok(Armed::Yes) => {
+                    slot.armed = rearm;
+                    slot.registered = true;
+                }
+                // The fd was closed and its number reused by a file that
+                // cannot be polled, or the kernel refused: end the waiters
+                // with the error rather than leave them waiting for ever.
+                res => {
+                    let errno = match res {
+                        Ok(_) => libc::EBADF,
+                        Err(err) => err.raw_os_error().unwrap_or(libc::EIO),
+                    };
+                    let waiters = std::mem::take(&mut slot.waiters);
+                    self.fd_waiters -= waiters.len();
+                    for idx in waiters {
+                        self.finish(idx, -errno);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fires due timers (`ETIME`, as the kernel's timeouts complete).
+    fn fire_timers(&mut self) {
+        let Some(&(first, _)) = self.timers.first() else {
+            return;
+        };
+        let now = Instant::now();
+        if first > now {
+            return;
+        }
+        while let Some(&(deadline, idx)) = self.timers.first() {
+            if deadline > now {
+                break;
+            }
+            self.finish(idx, -libc::ETIME);
+        }
+    }
+
+    /// Moves posted completions into the op table; follow-ups go to `out`
+    /// (or, from `push_op`, are kept for the next reap).
+    fn record(&mut self, ops: &OpTable, out: Option<&mut Reaped>) -> usize {
+        let n = self.posted.len();
+        for (user_data, result, flags) in self.posted.drain(..) {
+            let ud = UserData::from_raw(user_data);
+            if ud.tag() == Some(Tag::Op) {
+                audit::reaped(user_data);
+                self.to_table.push((
+                    OpKey::from_payload(ud.payload()),
+                    Outcome::Kernel { result, flags },
+                ));
+            }
+        }
+        if !self.to_table.is_empty() {
+            let out = match out {
+                Some(out) => out,
+                None => &mut self.follow,
+            };
+            ops.complete_batch(self.to_table.drain(..), out);
+        }
+        n
+    }
+
+    /// Everything ready without waiting: offloaded completions, due
+    /// timers and (when an operation waits on an fd) ready fds.
+    pub(crate) fn poll(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
+        if self.fd_waiters > 0 {
+            self.wait_events(Some(Duration::ZERO))?;
+        }
+        Ok(self.collect(ops, out))
+    }
+
+    /// Blocks until an fd reports, a timer is due, the eventfd is rung or
+    /// `timeout` passes; then like [`EpollDriver::poll`].
+    pub(crate) fn park(
+        &mut self,
+        timeout: Option<Duration>,
+        ops: &OpTable,
+        out: &mut Reaped,
+    ) -> io::Result<usize> {
+        let timeout = if self.has_completions() {
+            Some(Duration::ZERO)
+        } else {
+            let timer = self
+                .timers
+                .first()
+                .map(|&(d, _)| d.saturating_duration_since(Instant::now()));
+            match (timeout, timer) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        };
+        let n = self.wait_events(timeout)?;
+        Ok(n + self.collect(ops, out))
+    }
+
+    fn wait_events(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
+        let mut events = std::mem::take(&mut self.events);
+        let n = self
+            .poller
+            .wait(timeout, |token, ev| events.push((token, ev)));
+        for &(token, ev) in &events {
+            if token == EVENTFD_TOKEN {
+                self.drain_eventfd();
+            } else {
+                self.fd_ready(token as usize, ev);
+            }
+        }
+        events.clear();
+        self.events = events;
+        n
+    }
+
+    fn drain_eventfd(&mut self) {
+        let mut buf = 0u64;
+        // SAFETY: an 8-byte read into a live local; the eventfd reported
+        // readable and only this shard reads it, so the read cannot block.
+        unsafe { libc::read(self.eventfd, (&mut buf as *mut u64).cast(), 8) };
+    }
+
+    fn collect(&mut self, ops: &OpTable, out: &mut Reaped) -> usize {
+        let mut offloaded = std::mem::take(&mut self.offloaded);
+        self.offload.done.take(&mut offloaded);
+        for (user_data, res) in offloaded.drain(..) {
+            self.posted.push((user_data, res, 0));
+        }
+        self.offloaded = offloaded;
+        self.fire_timers();
+        let n = self.record(ops, Some(out)) + usize::from(!self.follow.is_empty());
+        out.absorb(&mut self.follow);
+        n
+    }
+
+    /// True when completions wait to be collected.
+    pub(crate) fn has_completions(&self) -> bool {
+        !self.posted.is_empty()
+            || !self.follow.is_empty()
+            || !self.offload.done.is_empty()
+            || self
+                .timers
+                .first()
+                .is_some_and(|&(d, _)| d <= Instant::now())
+    }
+
+    /// Registers a provided-buffer ring; returns its group id.
+    ///
+    /// # Safety
+    ///
+    /// `ring_addr` is page-aligned memory for `entries` descriptors that
+    /// stays allocated until [`EpollDriver::unregister_buf_ring`] succeeds.
+    pub(crate) unsafe fn register_buf_ring(
+        &mut self,
+        ring_addr: u64,
+        entries: u16,
+    ) -> io::Result<u16> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.bufs.register(ring_addr, entries) }
+    }
+
+    pub(crate) fn unregister_buf_ring(&mut self, bgid: u16) -> io::Result<()> {
+        self.bufs.unregister(bgid)
+    }
+}
+
+/// Attempts `sqe` until it ends or must wait; completions go to `posted`.
+fn drive(
+    sqe: &Sqe,
+    progress: &mut Progress,
+    bufs: &mut BufGroups,
+    posted: &mut Vec<(u64, i32, u32)>,
+) -> Next {
+    for _ in 0..exec::multishot_burst() {
+        match exec::attempt(sqe, progress, bufs) {
+            Step::Done(res, flags) => {
+                posted.push((sqe.user_data, res, flags));
+                return Next::Ended;
+            }
+            Step::More(res, flags) => posted.push((sqe.user_data, res, flags)),
+            Step::Wait(interest) => return Next::Wait(interest),
+            Step::Offload => return Next::Offload,
+            Step::Timer => return Next::Timer,
+        }
+    }
+    // A multishot burst is over with more ready: the level-triggered arm
+    // reports again at once, after the shard runs the readers.
+    debug_assert!(exec::is_multishot(sqe));
+    Next::Wait(libc::EPOLLIN as u32)
+}
+
+/// `CLOCK_MONOTONIC` now, as a duration (absolute timeouts use it).
+fn monotonic_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a live timespec for the kernel to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
