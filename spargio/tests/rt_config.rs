@@ -1,5 +1,7 @@
 //! Builder validation and what the runtime reports about itself.
 
+mod common;
+
 use spargio::{BackendKind, RuntimeBuilder, RuntimeError};
 
 fn knob_of(err: RuntimeError) -> &'static str {
@@ -47,7 +49,11 @@ fn invalid_knobs_are_clear_errors() {
 
 #[test]
 fn defaults_build_and_report_themselves() {
-    let rt = RuntimeBuilder::new().build().unwrap();
+    // Ring sizes and flags: io_uring's defaults.
+    let Some(builder) = common::io_uring_builder() else {
+        return;
+    };
+    let rt = builder.build().unwrap();
     let h = rt.handle();
     let cpus = std::thread::available_parallelism().unwrap().get();
     assert_eq!(h.shard_count(), cpus);
@@ -104,11 +110,10 @@ fn every_ring_flag_combination_builds() {
 
 #[test]
 fn sqpoll_ring_works() {
-    let rt = RuntimeBuilder::new()
-        .shards(2)
-        .io_uring_sqpoll(Some(10))
-        .build()
-        .unwrap();
+    let Some(builder) = common::io_uring_builder() else {
+        return;
+    };
+    let rt = builder.shards(2).io_uring_sqpoll(Some(10)).build().unwrap();
     let h = rt.handle();
     assert_eq!(
         spargio::block_on(h.spawn_stealable(async { 2 }).unwrap()).unwrap(),
@@ -126,7 +131,10 @@ fn runtime_error_converts_to_io_error() {
 #[test]
 fn throughput_mode_sets_its_flags_and_runs_io() {
     for sqpoll in [None, Some(10)] {
-        let rt = RuntimeBuilder::new()
+        let Some(builder) = common::io_uring_builder() else {
+            return;
+        };
+        let rt = builder
             .shards(2)
             .io_uring_coop_taskrun(false)
             .io_uring_throughput_mode(sqpoll)

@@ -100,7 +100,10 @@ fn a_ring_that_will_not_enable_fails_build_with_a_named_error() {
     common::within_hang_bound(|| {
         let fds = open_fds();
         faults::fail_ring_enables(1);
-        match RuntimeBuilder::new().shards(2).build() {
+        let Some(builder) = common::io_uring_builder() else {
+            return;
+        };
+        match builder.shards(2).build() {
             Err(RuntimeError::IoUringUnavailable { reason, source }) => {
                 assert!(reason.contains("could not enable its ring"), "{reason}");
                 assert_eq!(source.raw_os_error(), Some(libc::EBUSY));
@@ -110,7 +113,9 @@ fn a_ring_that_will_not_enable_fails_build_with_a_named_error() {
         }
         assert_eq!(open_fds(), fds, "the rings and eventfds were not closed");
         // The next build is unaffected.
-        let rt = common::runtime(2);
+        let Some(rt) = common::io_uring_runtime(2) else {
+            return;
+        };
         let j = rt.handle().spawn_pinned(1, async { 7 }).unwrap();
         assert_eq!(spargio::block_on(j).unwrap(), 7);
     });
@@ -123,7 +128,9 @@ fn failing_enters_lose_nothing() {
     for errno in [libc::EAGAIN, libc::EBUSY, libc::ENOMEM, libc::EINTR] {
         let path = path.clone();
         common::within_hang_bound(move || {
-            let rt = common::runtime(2);
+            let Some(rt) = common::io_uring_runtime(2) else {
+                return;
+            };
             faults::fail_enters(errno, 200);
             workload(&rt, &path);
             assert!(faults::left().1 < 200, "no enter failed");
@@ -140,7 +147,9 @@ fn failing_enters_lose_nothing() {
 fn an_interrupted_park_is_not_an_error() {
     let _serial = serial();
     common::within_hang_bound(|| {
-        let rt = common::runtime(2);
+        let Some(rt) = common::io_uring_runtime(2) else {
+            return;
+        };
         let h = rt.handle();
         for round in 0..20u32 {
             // Every enter from here fails once with EINTR: the shard's
@@ -163,7 +172,9 @@ fn a_full_submission_queue_loses_nothing() {
     let _serial = serial();
     let path = data_file("sqfull", 64 * 256);
     common::within_hang_bound(move || {
-        let rt = common::runtime(2);
+        let Some(rt) = common::io_uring_runtime(2) else {
+            return;
+        };
         faults::refuse_pushes(300);
         workload(&rt, &path);
         assert!(faults::left().2 < 300, "no push was refused");
@@ -177,11 +188,10 @@ fn an_overflowing_completion_queue_with_failing_enters_loses_nothing() {
     let _serial = serial();
     let path = data_file("cqfull", 64 * 256);
     common::within_hang_bound(move || {
-        let rt = RuntimeBuilder::new()
-            .shards(2)
-            .ring_entries(8)
-            .build()
-            .unwrap();
+        let Some(builder) = common::io_uring_builder() else {
+            return;
+        };
+        let rt = builder.shards(2).ring_entries(8).build().unwrap();
         faults::fail_enters(libc::EBUSY, 50);
         let h = rt.handle();
         let p = path.clone();
@@ -219,7 +229,9 @@ fn refused_direct_messages_arrive_through_the_mailbox() {
     use spargio::{Event, ShardCtx};
     let _serial = serial();
     common::within_hang_bound(|| {
-        let rt = common::runtime(2);
+        let Some(rt) = common::io_uring_runtime(2) else {
+            return;
+        };
         let h = rt.handle();
         let rx = h
             .spawn_pinned(1, async {

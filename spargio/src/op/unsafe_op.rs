@@ -84,19 +84,6 @@ const REFUSED_FLAGS: u8 = squeue::Flags::BUFFER_SELECT.bits()
 /// Checks a caller-built SQE against what `submit_unsafe` allows.
 fn check(sqe: &squeue::Entry, epoll: Option<&EpollNote>) -> std::io::Result<()> {
     let code = sqe.get_opcode();
-    if let Some(note) = epoll {
-        if !u8::try_from(code).is_ok_and(crate::driver::epoll::is_supported) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                format!(
-                    "submit_unsafe: opcode {code} needs io_uring, and this runtime runs on \
-                     the epoll backend ({}); see the book's \"Backends\" chapter for the \
-                     opcodes epoll runs",
-                    note.why()
-                ),
-            ));
-        }
-    }
     if REFUSED_OPCODES.iter().any(|&c| u32::from(c) == code) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -113,6 +100,19 @@ fn check(sqe: &squeue::Entry, epoll: Option<&EpollNote>) -> std::io::Result<()> 
                  links are not allowed)"
             ),
         ));
+    }
+    if let Some(note) = epoll {
+        if !u8::try_from(code).is_ok_and(crate::driver::epoll::is_supported) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                format!(
+                    "submit_unsafe: opcode {code} needs io_uring, and this runtime runs on \
+                     the epoll backend ({}); see the book's \"Backends\" chapter for the \
+                     opcodes epoll runs",
+                    note.why()
+                ),
+            ));
+        }
     }
     Ok(())
 }

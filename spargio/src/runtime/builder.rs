@@ -402,7 +402,9 @@ impl RuntimeBuilder {
         let invalid =
             |knob: &'static str, reason: String| RuntimeError::InvalidConfig { knob, reason };
         let backend = super::backend::requested(self.backend)?;
-        if backend == BackendKind::Epoll && self.sqpoll_idle_ms.is_some() {
+        // Asked for in code: a contradiction. Chosen by `SPARGIO_BACKEND`
+        // or `Auto`, SQ polling is a tuning knob that does not apply.
+        if self.backend == Some(BackendKind::Epoll) && self.sqpoll_idle_ms.is_some() {
             return Err(invalid(
                 "io_uring_sqpoll",
                 "kernel SQ polling needs the io_uring backend; this runtime is built on epoll"

@@ -21,6 +21,24 @@ pub fn runtime(shards: usize) -> Runtime {
         .expect("runtime")
 }
 
+/// A builder pinned to io_uring, for tests of io_uring's own machinery
+/// (rings, `MSG_RING`, SQPOLL, ring fault injection); `None`, with the
+/// reason printed, where this process may not use io_uring.
+pub fn io_uring_builder() -> Option<RuntimeBuilder> {
+    match spargio::probe_io_uring() {
+        Ok(()) => Some(RuntimeBuilder::new().backend(spargio::BackendKind::IoUring)),
+        Err(refusal) => {
+            eprintln!("SKIP: this test needs io_uring, refused here: {refusal}");
+            None
+        }
+    }
+}
+
+/// [`runtime`] on io_uring; `None` where io_uring is refused (printed).
+pub fn io_uring_runtime(shards: usize) -> Option<Runtime> {
+    Some(io_uring_builder()?.shards(shards).build().expect("runtime"))
+}
+
 pub fn shard() -> usize {
     ShardCtx::current().expect("on a shard").shard_id()
 }

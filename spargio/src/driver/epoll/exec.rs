@@ -6,7 +6,7 @@
 //! | opcode | epoll backend |
 //! |---|---|
 //! | `READ`, `WRITE` | `preadv2`/`pwritev2` with `RWF_NOWAIT` (a stream fd: at the file position); `EAGAIN`: wait for readiness; a file that cannot be polled (regular files, directories): the blocking pool |
-//! | `RECV`, `SEND`, `RECVMSG`, `SENDMSG` | the syscall with `MSG_DONTWAIT` (sends add `MSG_NOSIGNAL`, as io_uring does); `EAGAIN`: wait |
+//! | `RECV`, `SEND`, `RECVMSG`, `SENDMSG` | the syscall with `MSG_DONTWAIT` (sends add `MSG_NOSIGNAL`, as io_uring does); `EAGAIN`: wait. A send with `MSG_WAITALL` goes on after a short send until every byte is taken, as io_uring's does |
 //! | `RECV` multishot | receive into the provided-buffer ring's next buffer until `EAGAIN` (one completion with `F_MORE` each), `ENOBUFS` or end of stream (final) |
 //! | `ACCEPT` (multishot too) | `accept4` with `SOCK_NONBLOCK` on a listener made non-blocking; `EAGAIN`: wait |
 //! | `CONNECT` | non-blocking `connect`; `EINPROGRESS`: wait for writability, then `SO_ERROR` |
@@ -59,6 +59,8 @@ pub(super) struct Progress {
     no_nowait: bool,
     /// A `connect` is in flight.
     connecting: bool,
+    /// Bytes an `MSG_WAITALL` send has sent so far.
+    sent: usize,
 }
 
 const IN: u32 = libc::EPOLLIN as u32;
@@ -119,10 +121,10 @@ pub(super) fn attempt(sqe: &Sqe, progress: &mut Progress, bufs: &mut BufGroups) 
         opcode::Recv::CODE if sqe.ioprio & IOPRIO_MULTISHOT != 0 => recv_multi(sqe, bufs),
         opcode::Recv::CODE if sqe.has(FLAG_BUFFER_SELECT) => recv_select(sqe, bufs, 0),
         opcode::Recv::CODE => recv(sqe),
-        opcode::Send::CODE => send(sqe),
+        opcode::Send::CODE => send(sqe, progress),
         opcode::RecvMsg::CODE if sqe.has(FLAG_BUFFER_SELECT) => Step::Done(-libc::EOPNOTSUPP, 0),
-        opcode::RecvMsg::CODE => msg(sqe, false),
-        opcode::SendMsg::CODE => msg(sqe, true),
+        opcode::RecvMsg::CODE => msg(sqe, false, progress),
+        opcode::SendMsg::CODE => msg(sqe, true, progress),
         opcode::Accept::CODE => accept(sqe),
         opcode::Connect::CODE => connect(sqe, progress),
         opcode::Socket::CODE => socket(sqe),
@@ -208,47 +210,139 @@ fn recv(sqe: &Sqe) -> Step {
     would_block(n, IN)
 }
 
-fn send(sqe: &Sqe) -> Step {
-    let flags = sqe.op_flags as libc::c_int | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+fn send(sqe: &Sqe, progress: &mut Progress) -> Step {
+    let flags = send_flags(sqe);
     let (dest, dest_len) = (sqe.off, (sqe.file_index & 0xffff) as libc::socklen_t);
-    // SAFETY: the buffer is `len` readable bytes and `dest` (when set) a
-    // sockaddr of `dest_len` bytes, both owned by the operation.
-    let n = unsafe {
-        if dest != 0 {
-            libc::sendto(
-                sqe.fd,
-                sqe.addr as *const libc::c_void,
-                sqe.len as usize,
-                flags,
-                dest as *const libc::sockaddr,
-                dest_len,
-            )
-        } else {
-            libc::send(
-                sqe.fd,
-                sqe.addr as *const libc::c_void,
-                sqe.len as usize,
-                flags,
-            )
+    loop {
+        let (ptr, len) = (
+            (sqe.addr as usize + progress.sent) as *const libc::c_void,
+            sqe.len as usize - progress.sent,
+        );
+        // SAFETY: `ptr..ptr + len` lies in the operation's buffer of
+        // `sqe.len` readable bytes (`sent <= len`), and `dest` (when set) is
+        // a sockaddr of `dest_len` bytes, both owned by the operation.
+        let n = unsafe {
+            if dest != 0 {
+                libc::sendto(
+                    sqe.fd,
+                    ptr,
+                    len,
+                    flags,
+                    dest as *const libc::sockaddr,
+                    dest_len,
+                )
+            } else {
+                libc::send(sqe.fd, ptr, len, flags)
+            }
+        };
+        if let Some(step) = sent_so_far(sqe, progress, n, sqe.len as usize) {
+            return step;
         }
-    };
-    would_block(n, OUT)
+    }
 }
 
-fn msg(sqe: &Sqe, send: bool) -> Step {
+fn send_flags(sqe: &Sqe) -> libc::c_int {
+    (sqe.op_flags as libc::c_int & !libc::MSG_WAITALL) | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL
+}
+
+/// Accounts one send of an operation that may be `MSG_WAITALL`: `Some`
+/// when the operation ends or waits, `None` to send the rest now.
+fn sent_so_far(sqe: &Sqe, progress: &mut Progress, n: isize, total: usize) -> Option<Step> {
+    let waitall = sqe.op_flags as libc::c_int & libc::MSG_WAITALL != 0;
+    if n < 0 {
+        return Some(match errno() {
+            libc::EAGAIN | libc::EINTR => Step::Wait(OUT),
+            // What was sent stays sent: io_uring reports the count too.
+            _ if progress.sent > 0 => Step::Done(progress.sent.min(i32::MAX as usize) as i32, 0),
+            e => Step::Done(-e, 0),
+        });
+    }
+    progress.sent += n as usize;
+    if !waitall || progress.sent >= total || n == 0 {
+        return Some(Step::Done(progress.sent.min(i32::MAX as usize) as i32, 0));
+    }
+    None
+}
+
+fn msg(sqe: &Sqe, send: bool, progress: &mut Progress) -> Step {
     let hdr = sqe.addr as *mut libc::msghdr;
-    // SAFETY: `hdr` is the operation's msghdr, whose iovecs, name and
-    // control buffers the operation owns (module docs).
-    let n = unsafe {
-        if send {
-            let flags = sqe.op_flags as libc::c_int | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-            libc::sendmsg(sqe.fd, hdr, flags)
+    if !send {
+        let flags = sqe.op_flags as libc::c_int | libc::MSG_DONTWAIT;
+        // SAFETY: `hdr` is the operation's msghdr, whose iovecs, name and
+        // control buffers the operation owns (module docs).
+        let n = unsafe { libc::recvmsg(sqe.fd, hdr, flags) };
+        return would_block(n, IN);
+    }
+    // SAFETY: as above; read only.
+    let (iov, iovlen) = unsafe { ((*hdr).msg_iov, (*hdr).msg_iovlen) };
+    let total: usize = (0..iovlen)
+        // SAFETY: `iov` has `iovlen` entries (the operation's msghdr).
+        .map(|i| unsafe { (*iov.add(i)).iov_len })
+        .sum();
+    loop {
+        let n = if progress.sent == 0 {
+            // SAFETY: as above.
+            unsafe { libc::sendmsg(sqe.fd, hdr, send_flags(sqe)) }
         } else {
-            let flags = sqe.op_flags as libc::c_int | libc::MSG_DONTWAIT;
-            libc::recvmsg(sqe.fd, hdr, flags)
+            // SAFETY: as above; the rest of the iovecs past `sent` bytes
+            // is re-described in a local array pointing into the same
+            // buffers.
+            unsafe { sendmsg_rest(sqe, hdr, iov, iovlen, progress.sent) }
+        };
+        if let Some(step) = sent_so_far(sqe, progress, n, total) {
+            return step;
         }
-    };
-    would_block(n, if send { OUT } else { IN })
+    }
+}
+
+/// `sendmsg` of what is left after `skip` bytes, up to 64 iovecs at a
+/// time (a short send is fine: the caller loops).
+///
+/// # Safety
+///
+/// `hdr` and its `iovlen` iovecs at `iov` describe memory valid for the
+/// call.
+unsafe fn sendmsg_rest(
+    sqe: &Sqe,
+    hdr: *const libc::msghdr,
+    iov: *const libc::iovec,
+    iovlen: usize,
+    mut skip: usize,
+) -> isize {
+    const MAX: usize = 64;
+    let mut rest = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX];
+    let mut n = 0;
+    for i in 0..iovlen {
+        // SAFETY: `i < iovlen` (this function's contract).
+        let v = unsafe { *iov.add(i) };
+        if skip >= v.iov_len {
+            skip -= v.iov_len;
+            continue;
+        }
+        rest[n] = libc::iovec {
+            iov_base: (v.iov_base as usize + skip) as *mut libc::c_void,
+            iov_len: v.iov_len - skip,
+        };
+        skip = 0;
+        n += 1;
+        if n == MAX {
+            break;
+        }
+    }
+    // SAFETY: a copy of the caller's header (name, control) with the
+    // remaining iovecs, all valid for the call (contract).
+    unsafe {
+        let mut local = *hdr;
+        local.msg_iov = rest.as_mut_ptr();
+        local.msg_iovlen = n;
+        // Ancillary data (GSO, destination) went with the first part.
+        local.msg_control = std::ptr::null_mut();
+        local.msg_controllen = 0;
+        libc::sendmsg(sqe.fd, &local, send_flags(sqe))
+    }
 }
 
 fn would_block(n: isize, interest: u32) -> Step {
