@@ -27,7 +27,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rt = Runtime::builder().shards(2.max(num_cpus())).build()?;
     let h = rt.handle();
     let n = h.shard_count();
-    println!("spargio demo: {n} shards, one io_uring ring each\n");
+    match h.io_uring_refusal() {
+        None if h.backend() == spargio::BackendKind::Epoll => {
+            println!("spargio demo: {n} shards, one epoll instance each (epoll was asked for)\n")
+        }
+        None => println!("spargio demo: {n} shards, one io_uring ring each\n"),
+        Some(why) => {
+            println!("spargio demo: {n} shards on epoll (io_uring refused: {why})\n")
+        }
+    }
 
     // 1. Fan-out from one shard: branches are steered and stolen.
     let h2 = h.clone();
@@ -93,7 +101,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rtt = start.elapsed() / rounds;
     println!("4. {rounds} ping-pong round trips shard 0 <-> shard {last}: {last_val} replies, {rtt:?} per round trip");
 
-    // 5. Idle: shards spin briefly, then block in io_uring_enter.
+    // 5. Idle: shards spin briefly, then block in the kernel (io_uring_enter or epoll_wait).
     let parks_before = h.stats_snapshot().totals.parks;
     let cpu_before = cpu_time();
     std::thread::sleep(Duration::from_millis(500));
@@ -113,10 +121,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         t.ring_msgs_completed
     );
     let ring = stats.shards[0].ring;
-    println!(
-        "ring features: msg_ring={} defer_taskrun={} single_issuer={} coop_taskrun={}",
-        ring.msg_ring, ring.defer_taskrun, ring.single_issuer, ring.coop_taskrun
-    );
+    if stats.backend == spargio::BackendKind::IoUring {
+        println!(
+            "ring features: msg_ring={} defer_taskrun={} single_issuer={} coop_taskrun={}",
+            ring.msg_ring, ring.defer_taskrun, ring.single_issuer, ring.coop_taskrun
+        );
+    }
     block_on(rt.shutdown());
     println!("shut down cleanly");
     Ok(())

@@ -1,6 +1,6 @@
 use std::rc::Rc;
 
-#[spargio::main(shards = 2, backend = "io_uring")]
+#[spargio::main(shards = 2, backend = "auto")]
 async fn main(handle: spargio::RuntimeHandle) -> std::io::Result<()> {
     // The body may hold !Send state across awaits.
     let local = Rc::new(5);
