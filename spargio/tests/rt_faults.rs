@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use spargio::__private::faults;
 use spargio::fs::File;
-use spargio::{Runtime, RuntimeBuilder, RuntimeError, RuntimeHandle};
+use spargio::{Runtime, RuntimeError, RuntimeHandle};
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use spargio::{Event, RuntimeBuilder, ShardCtx};
+use spargio::{Event, ShardCtx};
 
 #[test]
 fn a_message_sent_before_the_sender_blocks_arrives_while_it_blocks() {

@@ -11,9 +11,10 @@ const IO_URING_SETUP: u32 = 425;
 const IO_URING_ENTER: u32 = 426;
 const IO_URING_REGISTER: u32 = 427;
 
-const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
-const BPF_JEQ_K: u16 = 0x05 | 0x10 | 0x00;
-const BPF_RET_K: u16 = 0x06 | 0x00;
+// BPF_LD | BPF_W | BPF_ABS, BPF_JMP | BPF_JEQ | BPF_K, BPF_RET | BPF_K.
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JEQ_K: u16 = 0x15;
+const BPF_RET_K: u16 = 0x06;
 const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
 const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
 

@@ -568,11 +568,12 @@ fn waitid_pidfd(sqe: &Sqe) -> Step {
 pub(super) fn blocking(sqe: &Sqe, progress: Progress) -> i32 {
     let path = sqe.addr as *const libc::c_char;
     let path2 = sqe.off as *const libc::c_char;
-    // SAFETY (every arm): paths are NUL-terminated strings, out-structs
-    // and buffers are the sizes the SQE names, all owned by the operation
-    // until its completion, which is posted after this returns (module
-    // docs); fds are kept open by the operation.
-    let r: isize = unsafe {
+    let r: isize =
+        // SAFETY: (every arm) paths are NUL-terminated strings, out-structs
+        // and buffers are the sizes the SQE names, all owned by the
+        // operation until its completion, which is posted after this
+        // returns (module docs); fds are kept open by the operation.
+        unsafe {
         match sqe.opcode {
             opcode::Read::CODE | opcode::Write::CODE => {
                 let iov = libc::iovec {
