@@ -285,3 +285,55 @@ fn sysctl_child() {
     assert!(refusal.reason.contains("io_uring_disabled"), "{refusal}");
     exercise(&rt);
 }
+
+/// An fd whose wait was cancelled, then closed away from its shard (here:
+/// on a plain thread), may come back under the same number as another
+/// socket. The shard must arm the new one: its accept completes.
+#[test]
+fn a_reused_fd_number_is_armed_again_after_a_cancelled_wait() {
+    use std::os::fd::AsRawFd;
+    let rt = epoll_runtime(1);
+    let h = rt.handle();
+    let mut reused = 0;
+    for _ in 0..20 {
+        let h2 = h.clone();
+        let job = h
+            .spawn_pinned(0, async move {
+                let listener = TcpListener::bind(&h2, "127.0.0.1:0").await.unwrap();
+                let waited =
+                    spargio::time::timeout(Duration::from_millis(10), listener.accept()).await;
+                assert!(waited.is_err(), "nobody connected");
+                listener
+            })
+            .unwrap();
+        let listener = common::within_hang_bound(move || spargio::block_on(job).unwrap());
+        let old = listener.as_raw_fd();
+        // Closed here, on a thread outside the runtime: the shard's epoll
+        // set loses the fd without the shard seeing a close.
+        drop(listener);
+        let h2 = h.clone();
+        let job = h
+            .spawn_pinned(0, async move {
+                // The lowest free number: the one just closed, usually.
+                let listener = TcpListener::bind(&h2, "127.0.0.1:0").await.unwrap();
+                let reused = listener.as_raw_fd() == old;
+                let addr = listener.local_addr().unwrap();
+                let peer = std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(5));
+                    std::net::TcpStream::connect(addr).unwrap()
+                });
+                // Waits on the (maybe reused) listener fd until the connect.
+                let (accepted, _) = listener.accept().await.unwrap();
+                drop((accepted, peer.join().unwrap()));
+                reused
+            })
+            .unwrap();
+        if common::within_hang_bound(move || spargio::block_on(job).unwrap()) {
+            reused += 1;
+        }
+    }
+    assert!(
+        reused > 0,
+        "no fd number came back; the test proved nothing"
+    );
+}

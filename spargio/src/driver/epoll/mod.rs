@@ -80,7 +80,10 @@ enum Wait {
 /// The operations waiting on one fd, and its arm state.
 #[derive(Debug, Default)]
 struct FdSlot {
-    /// Events the fd is armed for (0: disarmed).
+    /// Events the fd is armed for (0: disarmed). Only meaningful while
+    /// `waiters` is not empty: an operation waiting on the fd keeps it
+    /// open, and once none does the fd may be closed (on any shard) and
+    /// its number reused, so an empty slot always counts as disarmed.
     armed: u32,
     /// The fd is (as far as we know) in the epoll interest list.
     registered: bool,
@@ -290,11 +293,16 @@ impl EpollDriver {
             return -libc::ENOENT;
         };
         if let Wait::Fd(_) = self.pending[idx].state {
-            let fd = self.pending[idx].sqe.fd as usize;
-            let waiters = &mut self.fds[fd].waiters;
-            if let Some(at) = waiters.iter().position(|&w| w == idx) {
-                waiters.remove(at);
+            let slot = &mut self.fds[self.pending[idx].sqe.fd as usize];
+            if let Some(at) = slot.waiters.iter().position(|&w| w == idx) {
+                slot.waiters.remove(at);
                 self.fd_waiters -= 1;
+            }
+            if slot.waiters.is_empty() {
+                // Nothing keeps the fd open any more: it may be closed and
+                // its number reused by a file that is not armed at all
+                // (`FdSlot::armed`).
+                slot.armed = 0;
             }
         }
         self.finish(idx, -libc::ECANCELED);
