@@ -337,3 +337,45 @@ fn a_reused_fd_number_is_armed_again_after_a_cancelled_wait() {
         "no fd number came back; the test proved nothing"
     );
 }
+
+/// A short read means "drained" only for data: an end of stream the
+/// shard saw before that read is a state, not an edge, and the next read
+/// must return 0 at once instead of waiting for an edge that never comes.
+#[test]
+fn a_short_read_after_the_peer_closed_still_reads_the_end() {
+    use std::io::Write;
+    let rt = epoll_runtime(1);
+    let h = rt.handle();
+    let h2 = h.clone();
+    let job = h
+        .spawn_pinned(0, async move {
+            let listener = TcpListener::bind(&h2, "127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let peer = std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                go_rx.recv().unwrap();
+                s.write_all(b"abcd").unwrap();
+                go_rx.recv().unwrap();
+                s.write_all(b"efghij").unwrap();
+                s.shutdown(std::net::Shutdown::Write).unwrap();
+            });
+            let (stream, _) = listener.accept().await.unwrap();
+            // A first read that waits (the fd gets its registration).
+            let first = stream.recv_owned(vec![0u8; 4]);
+            go_tx.send(()).unwrap();
+            let (n, buf) = first.await.unwrap();
+            assert_eq!(&buf[..n], b"abcd");
+            // The rest and the FIN arrive while the shard idles: it sees
+            // their edge with nobody waiting.
+            go_tx.send(()).unwrap();
+            spargio::time::sleep(Duration::from_millis(50)).await;
+            let (n, buf) = stream.recv_owned(vec![0u8; 64]).await.unwrap();
+            assert_eq!(&buf[..n], b"efghij", "a short read");
+            let (n, _) = stream.recv_owned(vec![0u8; 64]).await.unwrap();
+            assert_eq!(n, 0, "then the end of the stream");
+            peer.join().unwrap();
+        })
+        .unwrap();
+    common::within_hang_bound(move || spargio::block_on(job).unwrap());
+}

@@ -34,6 +34,7 @@ struct Inner {
 
 impl SharedFd {
     pub(crate) fn new(fd: OwnedFd) -> SharedFd {
+        crate::driver::epoll::adopt(fd.as_raw_fd());
         SharedFd {
             inner: Arc::new(Inner {
                 fd: fd.into_raw_fd(),
@@ -55,6 +56,7 @@ impl SharedFd {
         match Arc::try_unwrap(self.inner) {
             Ok(mut inner) => {
                 let fd = std::mem::replace(&mut inner.fd, -1);
+                crate::driver::epoll::release(fd);
                 // SAFETY: `fd` was owned by `inner`, whose drop now sees -1
                 // and closes nothing; ownership moves to the `OwnedFd`.
                 Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
@@ -76,6 +78,8 @@ impl Drop for Inner {
             return;
         }
         let fd = self.fd;
+        // Before the close: the number may be reused at once.
+        crate::driver::epoll::release(fd);
         let queued = context::with_worker(|w| match w {
             Some(w) if !w.me().ops.is_closed() => {
                 let sqe = opcode::Close::new(types::Fd(fd))

@@ -387,6 +387,16 @@ fn recv_multi(sqe: &Sqe, bufs: &mut BufGroups) -> Step {
     recv_select(sqe, bufs, CQE_F_MORE)
 }
 
+/// A single-shot read into the operation's own buffer (`READ`, or `RECV`
+/// without buffer selection).
+pub(super) fn is_plain_read(sqe: &Sqe) -> bool {
+    match sqe.opcode {
+        opcode::Read::CODE => true,
+        opcode::Recv::CODE => sqe.ioprio & IOPRIO_MULTISHOT == 0 && !sqe.has(FLAG_BUFFER_SELECT),
+        _ => false,
+    }
+}
+
 /// How many completions one multishot attempt loop may post.
 pub(super) fn multishot_burst() -> usize {
     MULTISHOT_BURST

@@ -33,6 +33,7 @@
 //! is recorded, which is the io_uring contract `push_op` inherits.
 
 mod bufs;
+mod epochs;
 mod exec;
 mod offload;
 mod poller;
@@ -58,6 +59,7 @@ use super::{audit, Outcome};
 use crate::scheduler::Shared;
 use crate::shard_id::ShardId;
 
+pub(crate) use epochs::{adopt, release};
 pub(crate) use exec::is_supported;
 
 const ERR_HUP: u32 = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
@@ -77,9 +79,17 @@ enum Wait {
     Timer(Instant),
 }
 
-/// The operations waiting on one fd, and its arm state.
+/// The operations waiting on one fd, and its registration.
 #[derive(Debug, Default)]
 struct FdSlot {
+    /// Registered edge-triggered while the fd's ownership counter is this
+    /// (`epochs.rs`); otherwise the fd is armed one-shot per wait.
+    edge: Option<u32>,
+    /// Edge mode: events seen since an attempt last found the fd not
+    /// ready for them.
+    ready: u32,
+    /// A byte stream (stream socket, pipe): a short read drains it.
+    stream: bool,
     /// Events the fd is armed for (0: disarmed). Only meaningful while
     /// `waiters` is not empty: an operation waiting on the fd keeps it
     /// open, and once none does the fd may be closed (on any shard) and
@@ -92,7 +102,11 @@ struct FdSlot {
 
 /// How an attempt loop ended.
 enum Next {
-    Ended,
+    /// With this final result.
+    Ended(i32),
+    /// A multishot burst ended with more ready: try again on the next
+    /// pass, after the shard has run the tasks that read what it posted.
+    Again,
     Wait(u32),
     Offload,
     Timer,
@@ -121,6 +135,8 @@ pub(crate) struct EpollDriver {
     retry: Vec<usize>,
     /// Operations waiting on fds (no `epoll_wait` in `poll` without one).
     fd_waiters: usize,
+    /// Fds whose waiters are retried on the next pass (`Next::Again`).
+    again: Vec<RawFd>,
 }
 
 impl EpollDriver {
@@ -131,6 +147,7 @@ impl EpollDriver {
         shared: Arc<Shared>,
         shard: ShardId,
     ) -> io::Result<EpollDriver> {
+        epochs::activate();
         Ok(EpollDriver {
             poller: Poller::new(eventfd)?,
             eventfd,
@@ -147,6 +164,7 @@ impl EpollDriver {
             offloaded: Vec::new(),
             retry: Vec::new(),
             fd_waiters: 0,
+            again: Vec::new(),
         })
     }
 
@@ -180,13 +198,21 @@ impl EpollDriver {
                     // when nothing waits on the fd).
                     slot.registered = false;
                     slot.armed = 0;
+                    slot.edge = None;
                 }
             }
             _ => {}
         }
         let mut progress = Progress::default();
-        match drive(&sqe, &mut progress, &mut self.bufs, &mut self.posted) {
-            Next::Ended => {}
+        let next = if self.drained(&sqe) {
+            // The last read took everything there was: wait for the next
+            // edge instead of a read that would say `EAGAIN`.
+            Next::Wait(libc::EPOLLIN as u32)
+        } else {
+            drive(&sqe, &mut progress, &mut self.bufs, &mut self.posted)
+        };
+        match next {
+            Next::Ended(res) => self.note_read(&sqe, res),
             Next::Offload => self.offload.spawn(sqe, progress),
             Next::Timer => self.start_timer(sqe),
             Next::Wait(interest) => {
@@ -197,6 +223,15 @@ impl EpollDriver {
                 });
                 self.by_user_data.insert(sqe.user_data, idx);
                 self.wait_on_fd(idx, interest);
+            }
+            Next::Again => {
+                let idx = self.pending.insert(Pending {
+                    sqe,
+                    progress,
+                    state: Wait::Fd(libc::EPOLLIN as u32),
+                });
+                self.by_user_data.insert(sqe.user_data, idx);
+                self.retry_soon(idx);
             }
         }
     }
@@ -233,8 +268,10 @@ impl EpollDriver {
         self.timers.insert((deadline, idx));
     }
 
-    /// Lists `idx` under its fd and arms the fd for `interest` if it is
-    /// not armed for it already.
+    /// Lists `idx` under its fd, which an attempt just found not ready
+    /// for `interest`, and makes sure the fd will report: registered
+    /// edge-triggered if the runtime owns it (once per file), else armed
+    /// one-shot.
     fn wait_on_fd(&mut self, idx: usize, interest: u32) {
         let fd = self.pending[idx].sqe.fd;
         let Ok(n) = usize::try_from(fd) else {
@@ -247,15 +284,38 @@ impl EpollDriver {
         let slot = &mut self.fds[n];
         slot.waiters.push(idx);
         self.fd_waiters += 1;
-        if slot.armed & interest == interest {
-            return;
-        }
-        let want = slot.armed | interest;
-        match self.poller.arm(fd, want, slot.registered) {
-            Ok(Armed::Yes) => {
-                slot.armed = want;
-                slot.registered = true;
+        let owned = epochs::owned(fd);
+        let armed = match owned {
+            Some(epoch) if slot.edge == Some(epoch) => {
+                // The attempt's `EAGAIN` is newer than any edge seen.
+                slot.ready &= !interest;
+                return;
             }
+            Some(epoch) => match self.poller.register_edge(fd, slot.registered) {
+                Ok(Armed::Yes) => {
+                    slot.edge = Some(epoch);
+                    slot.ready = 0;
+                    slot.armed = 0;
+                    slot.stream = is_stream(fd);
+                    Ok(Armed::Yes)
+                }
+                other => other,
+            },
+            None => {
+                slot.edge = None;
+                if slot.armed & interest == interest {
+                    return;
+                }
+                let want = slot.armed | interest;
+                let res = self.poller.arm(fd, want, slot.registered);
+                if let Ok(Armed::Yes) = res {
+                    slot.armed = want;
+                }
+                res
+            }
+        };
+        match armed {
+            Ok(Armed::Yes) => slot.registered = true,
             Ok(Armed::NotPollable) => {
                 slot.waiters.pop();
                 self.fd_waiters -= 1;
@@ -266,6 +326,63 @@ impl EpollDriver {
                 slot.waiters.pop();
                 self.fd_waiters -= 1;
                 self.finish(idx, -err.raw_os_error().unwrap_or(libc::EIO));
+            }
+        }
+    }
+
+    /// Lists `idx` under its fd to be tried again on the next pass (its fd
+    /// may report no new edge for what is already there).
+    fn retry_soon(&mut self, idx: usize) {
+        let fd = self.pending[idx].sqe.fd;
+        let n = fd as usize; // A multishot attempt succeeded on it: fd >= 0.
+        if self.fds.len() <= n {
+            self.fds.resize_with(n + 1, FdSlot::default);
+        }
+        self.fds[n].waiters.push(idx);
+        self.fd_waiters += 1;
+        if !self.again.contains(&fd) {
+            self.again.push(fd);
+        }
+    }
+
+    /// Retries the fds of `Next::Again` as if they had reported readable.
+    fn run_again(&mut self) {
+        if self.again.is_empty() {
+            return;
+        }
+        let again = std::mem::take(&mut self.again);
+        for &fd in &again {
+            self.fd_ready(fd as usize, libc::EPOLLIN as u32);
+        }
+    }
+
+    /// The fd's edge registration, when it is still valid.
+    fn edge_slot(&mut self, fd: i32) -> Option<&mut FdSlot> {
+        let slot = self.fds.get_mut(usize::try_from(fd).ok()?)?;
+        (slot.edge.is_some() && slot.edge == epochs::owned(fd)).then_some(slot)
+    }
+
+    /// True for a plain read of a byte stream whose last read came back
+    /// short, with no edge since: it would only say `EAGAIN`.
+    fn drained(&mut self, sqe: &Sqe) -> bool {
+        if !exec::is_plain_read(sqe) {
+            return false;
+        }
+        // End of stream and errors are states, not edges: once seen, a
+        // read always goes to the kernel (it returns 0 or the error).
+        let still = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32 | ERR_HUP;
+        self.edge_slot(sqe.fd)
+            .is_some_and(|slot| slot.stream && slot.ready & still == 0)
+    }
+
+    /// After a read ended with `res`: a short read of a byte stream took
+    /// everything the kernel had (tokio draws the same conclusion).
+    fn note_read(&mut self, sqe: &Sqe, res: i32) {
+        if res > 0 && (res as u32) < sqe.len && exec::is_plain_read(sqe) {
+            if let Some(slot) = self.edge_slot(sqe.fd) {
+                if slot.stream {
+                    slot.ready &= !(libc::EPOLLIN as u32);
+                }
             }
         }
     }
@@ -314,6 +431,10 @@ impl EpollDriver {
         let Some(slot) = self.fds.get_mut(fd) else {
             return;
         };
+        let edge = slot.edge.is_some() && slot.edge == epochs::owned(fd as RawFd);
+        if edge {
+            slot.ready |= events;
+        }
         slot.armed = 0;
         let mut retry = std::mem::take(&mut self.retry);
         std::mem::swap(&mut retry, &mut slot.waiters);
@@ -332,12 +453,15 @@ impl EpollDriver {
             }
             let sqe = p.sqe;
             match drive(&sqe, &mut p.progress, &mut self.bufs, &mut self.posted) {
-                Next::Ended => {
+                Next::Ended(res) => {
                     self.remove(idx);
+                    self.note_read(&sqe, res);
                 }
                 Next::Wait(interest) => {
                     p.state = Wait::Fd(interest);
-                    self.fds[fd].waiters.push(idx);
+                    let slot = &mut self.fds[fd];
+                    slot.waiters.push(idx);
+                    slot.ready &= !interest;
                     self.fd_waiters += 1;
                     rearm |= interest;
                 }
@@ -345,32 +469,41 @@ impl EpollDriver {
                     let p = self.remove(idx);
                     self.offload.spawn(p.sqe, p.progress);
                 }
+                Next::Again => {
+                    self.fds[fd].waiters.push(idx);
+                    self.fd_waiters += 1;
+                    if !self.again.contains(&(fd as RawFd)) {
+                        self.again.push(fd as RawFd);
+                    }
+                }
                 // Only `TIMEOUT` asks for a timer, and it never waits on fds.
                 Next::Timer => self.finish(idx, -libc::EINVAL),
             }
         }
         retry.clear();
         self.retry = retry;
-        if rearm != 0 {
-            let slot = &mut self.fds[fd];
-            match self.poller.arm(fd as RawFd, rearm, slot.registered) {
-                Ok(Armed::Yes) => {
-                    slot.armed = rearm;
-                    slot.registered = true;
-                }
-                // The fd was closed and its number reused by a file that
-                // cannot be polled, or the kernel refused: end the waiters
-                // with the error rather than leave them waiting for ever.
-                res => {
-                    let errno = match res {
-                        Ok(_) => libc::EBADF,
-                        Err(err) => err.raw_os_error().unwrap_or(libc::EIO),
-                    };
-                    let waiters = std::mem::take(&mut slot.waiters);
-                    self.fd_waiters -= waiters.len();
-                    for idx in waiters {
-                        self.finish(idx, -errno);
-                    }
+        // Edge-triggered: still registered, the next edge reports.
+        if rearm == 0 || edge {
+            return;
+        }
+        let slot = &mut self.fds[fd];
+        match self.poller.arm(fd as RawFd, rearm, slot.registered) {
+            Ok(Armed::Yes) => {
+                slot.armed = rearm;
+                slot.registered = true;
+            }
+            // The fd was closed and its number reused by a file that
+            // cannot be polled, or the kernel refused: end the waiters
+            // with the error rather than leave them waiting for ever.
+            res => {
+                let errno = match res {
+                    Ok(_) => libc::EBADF,
+                    Err(err) => err.raw_os_error().unwrap_or(libc::EIO),
+                };
+                let waiters = std::mem::take(&mut slot.waiters);
+                self.fd_waiters -= waiters.len();
+                for idx in waiters {
+                    self.finish(idx, -errno);
                 }
             }
         }
@@ -420,6 +553,7 @@ impl EpollDriver {
     /// Everything ready without waiting: offloaded completions, due
     /// timers and (when an operation waits on an fd) ready fds.
     pub(crate) fn poll(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
+        self.run_again();
         if self.fd_waiters > 0 {
             self.wait_events(Some(Duration::ZERO))?;
         }
@@ -434,7 +568,8 @@ impl EpollDriver {
         ops: &OpTable,
         out: &mut Reaped,
     ) -> io::Result<usize> {
-        let timeout = if self.has_completions() {
+        self.run_again();
+        let timeout = if self.has_completions() || !self.again.is_empty() {
             Some(Duration::ZERO)
         } else {
             let timer = self
@@ -490,6 +625,7 @@ impl EpollDriver {
     /// True when completions wait to be collected.
     pub(crate) fn has_completions(&self) -> bool {
         !self.posted.is_empty()
+            || !self.again.is_empty()
             || !self.follow.is_empty()
             || !self.offload.done.is_empty()
             || self
@@ -529,7 +665,7 @@ fn drive(
         match exec::attempt(sqe, progress, bufs) {
             Step::Done(res, flags) => {
                 posted.push((sqe.user_data, res, flags));
-                return Next::Ended;
+                return Next::Ended(res);
             }
             Step::More(res, flags) => posted.push((sqe.user_data, res, flags)),
             Step::Wait(interest) => return Next::Wait(interest),
@@ -537,10 +673,28 @@ fn drive(
             Step::Timer => return Next::Timer,
         }
     }
-    // A multishot burst is over with more ready: the level-triggered arm
-    // reports again at once, after the shard runs the readers.
     debug_assert!(exec::is_multishot(sqe));
-    Next::Wait(libc::EPOLLIN as u32)
+    Next::Again
+}
+
+/// A byte stream: a stream socket, or not a socket (pipes, terminals).
+fn is_stream(fd: RawFd) -> bool {
+    let mut ty: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `ty`/`len` are live locals of the sizes given.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            (&mut ty as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return io::Error::last_os_error().raw_os_error() == Some(libc::ENOTSOCK);
+    }
+    ty == libc::SOCK_STREAM
 }
 
 /// `CLOCK_MONOTONIC` now, as a duration (absolute timeouts use it).

@@ -1,14 +1,15 @@
-//! The shard's epoll instance: one-shot interest per fd, and the wait.
+//! The shard's epoll instance: interest per fd, and the wait.
 //!
-//! Interest is armed one-shot (`EPOLLONESHOT`, level-triggered): an fd
+//! An fd the runtime owns is registered once, edge-triggered for reads and
+//! writes, and stays registered until it is closed (`epochs.rs` says when
+//! that is). Any other fd is armed (`EPOLLONESHOT`, level-triggered): an fd
 //! reports once, then stays registered but disarmed until the driver arms
 //! it again for the operations still waiting. Level-triggered arming means
 //! an fd that became ready between an operation's `EAGAIN` and the arm
 //! reports at once; one-shot means nothing reports for an fd nobody waits
-//! on. The driver never owns the fds it watches (operations carry raw fds),
-//! so it cannot deregister them before they close: the kernel drops a
-//! closed file's registration by itself, and an arm that finds none (the
-//! fd number now names another file) registers anew.
+//! on. Either way the driver never deregisters: the kernel drops a closed
+//! file's registration by itself, and an arm or registration that finds
+//! none (the fd number now names another file) registers anew.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -74,6 +75,17 @@ impl Poller {
     /// `registered` is the caller's belief that the fd is in the interest
     /// list (it is corrected either way).
     pub(super) fn arm(&self, fd: RawFd, interest: u32, registered: bool) -> io::Result<Armed> {
+        self.ctl(fd, interest | libc::EPOLLONESHOT as u32, registered)
+    }
+
+    /// Registers `fd` edge-triggered for reads and writes, for as long as
+    /// the file is open (an fd the runtime owns: `epochs.rs`).
+    pub(super) fn register_edge(&self, fd: RawFd, registered: bool) -> io::Result<Armed> {
+        let events = libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET;
+        self.ctl(fd, events as u32, registered)
+    }
+
+    fn ctl(&self, fd: RawFd, events: u32, registered: bool) -> io::Result<Armed> {
         let mut op = if registered {
             libc::EPOLL_CTL_MOD
         } else {
@@ -81,7 +93,7 @@ impl Poller {
         };
         for _ in 0..2 {
             let mut ev = libc::epoll_event {
-                events: interest | libc::EPOLLONESHOT as u32,
+                events,
                 u64: fd as u64,
             };
             // SAFETY: `ev` is a valid event for the duration of the call.
