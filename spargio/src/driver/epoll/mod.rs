@@ -284,7 +284,10 @@ impl EpollDriver {
         let slot = &mut self.fds[n];
         slot.waiters.push(idx);
         self.fd_waiters += 1;
-        let owned = epochs::owned(fd);
+        // Edge registration covers reads, writes and hang-ups; a wait for
+        // anything else (a `POLL_ADD` for `POLLPRI`) is armed one-shot.
+        let edge_kinds = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP) as u32;
+        let owned = epochs::owned(fd).filter(|_| interest & !edge_kinds == 0);
         let armed = match owned {
             Some(epoch) if slot.edge == Some(epoch) => {
                 // The attempt's `EAGAIN` is newer than any edge seen.
@@ -302,11 +305,18 @@ impl EpollDriver {
                 other => other,
             },
             None => {
-                slot.edge = None;
-                if slot.armed & interest == interest {
+                let mut want = slot.armed | interest;
+                if slot.edge.take().is_some() {
+                    // Leaving edge mode (the one-shot arm replaces the
+                    // registration): arm for every waiter, not just this one.
+                    for &w in &slot.waiters {
+                        if let Wait::Fd(i) = self.pending[w].state {
+                            want |= i;
+                        }
+                    }
+                } else if slot.armed & interest == interest {
                     return;
                 }
-                let want = slot.armed | interest;
                 let res = self.poller.arm(fd, want, slot.registered);
                 if let Ok(Armed::Yes) = res {
                     slot.armed = want;
