@@ -49,14 +49,19 @@ done
 export SPARGIO_MAX_BLOCK_US=2000
 
 failed=0
-for case in "${CASES[@]}"; do
-  bin=${case%%:*}; name=${case#*:}
-  filter=()
-  [ -n "$name" ] && filter=(--exact "$name")
-  echo "== valgrind $bin ${name:-(all)}"
-  if ! timeout 600 valgrind -q --error-exitcode=99 --undef-value-errors=no \
-      "${path[$bin]}" --test-threads=1 "${filter[@]}" >/tmp/valgrind-$bin.log 2>&1; then
-    echo "FAILED: $bin $name"; tail -40 /tmp/valgrind-$bin.log; failed=1
-  fi
+# Every case on both backends: io_uring (the default where allowed) and
+# epoll, whose driver runs the same operations itself.
+for backend in auto epoll; do
+  export SPARGIO_BACKEND=$backend
+  for case in "${CASES[@]}"; do
+    bin=${case%%:*}; name=${case#*:}
+    filter=()
+    [ -n "$name" ] && filter=(--exact "$name")
+    echo "== valgrind ($backend) $bin ${name:-(all)}"
+    if ! timeout 600 valgrind -q --error-exitcode=99 --undef-value-errors=no \
+        "${path[$bin]}" --test-threads=1 "${filter[@]}" >/tmp/valgrind-$bin.log 2>&1; then
+      echo "FAILED ($backend): $bin $name"; tail -40 /tmp/valgrind-$bin.log; failed=1
+    fi
+  done
 done
 exit $failed

@@ -13,12 +13,17 @@
 //!    receive whose data is already there, complete before the submitting
 //!    task first polls the operation: the completion is recorded in the op
 //!    table inside `push_op`, so that first poll is `Ready`.
-//! 2. **`EAGAIN` waits for readiness.** The operation is kept in a slab,
-//!    listed under its fd, and the fd armed one-shot in the shard's epoll
-//!    instance (`poller.rs`). When it reports, every operation waiting on
-//!    the fd is tried again in submission order; those still blocked re-arm
-//!    it. Files that cannot be polled, and path operations, go to the
-//!    blocking pool (`offload.rs`).
+//! 2. **`EAGAIN` waits for readiness.** The operation is kept in a slab
+//!    and listed under its fd. An fd the runtime owns (a `SharedFd`) is
+//!    registered once, edge-triggered for reads and writes, and stays so
+//!    until it closes (`epochs.rs` tells the driver when the file behind a
+//!    number changes); any other fd is armed one-shot for each wait
+//!    (`poller.rs`). When the fd reports, every operation waiting on it is
+//!    tried again in submission order. A short read of a byte stream
+//!    drains it: the next read waits for an edge without the `EAGAIN`
+//!    syscall (end of stream and errors excepted: they are states). Files
+//!    that cannot be polled, and path operations, go to the blocking pool
+//!    (`offload.rs`).
 //! 3. **Timers** (`IORING_OP_TIMEOUT`) sit in an ordered set; the nearest
 //!    deadline bounds `epoll_wait`, as the shard's own timer wheel does.
 //! 4. **Wakes.** Other shards and outside threads ring the shard's eventfd
