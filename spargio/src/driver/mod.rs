@@ -30,6 +30,7 @@
 //! `user_data` tags, the wake handshake (`wake.rs`) and the audit log.
 
 pub mod audit;
+mod bgid;
 pub(crate) mod direct_msg;
 pub(crate) mod epoll;
 pub mod faults;
@@ -39,6 +40,7 @@ pub(crate) mod uring;
 mod user_data;
 mod wake;
 
+pub(crate) use bgid::BgidPool;
 pub(crate) use direct_msg::DirectMsg;
 pub(crate) use epoll::EpollDriver;
 pub(crate) use lifecycle::Outcome;

@@ -12,6 +12,8 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU16, Ordering};
 
+use crate::driver::BgidPool;
+
 const DESC: usize = 16;
 const TAIL_OFFSET: usize = 14;
 
@@ -63,8 +65,7 @@ impl Group {
 #[derive(Debug, Default)]
 pub(super) struct BufGroups {
     groups: HashMap<u16, Group>,
-    next: u16,
-    free: Vec<u16>,
+    ids: BgidPool,
 }
 
 impl BufGroups {
@@ -78,14 +79,7 @@ impl BufGroups {
         if !entries.is_power_of_two() {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        let bgid = match self.free.pop() {
-            Some(id) => id,
-            None if self.next < u16::MAX => {
-                self.next += 1;
-                self.next - 1
-            }
-            None => return Err(io::Error::other("every buffer group id is in use")),
-        };
+        let bgid = self.ids.take()?;
         self.groups.insert(
             bgid,
             Group {
@@ -100,7 +94,7 @@ impl BufGroups {
     pub(super) fn unregister(&mut self, bgid: u16) -> io::Result<()> {
         match self.groups.remove(&bgid) {
             Some(_) => {
-                self.free.push(bgid);
+                self.ids.give_back(bgid);
                 Ok(())
             }
             None => Err(io::Error::from_raw_os_error(libc::ENOENT)),

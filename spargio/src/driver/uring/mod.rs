@@ -41,6 +41,7 @@ use io_uring::{opcode, squeue, types};
 use super::direct_msg::{self, DirectMsg};
 use super::ops_table::{OpKey, OpTable, Reaped};
 use super::user_data::{Tag, UserData};
+use super::BgidPool;
 use super::{audit, wake, Outcome};
 use crate::shard_id::ShardId;
 
@@ -65,9 +66,8 @@ pub(crate) struct UringDriver {
     /// Operation completions of the current reap, before they are handed
     /// to the op table under one lock.
     op_cqes: Vec<(OpKey, Outcome)>,
-    /// Provided-buffer group ids: the next never used, and freed ones.
-    next_bgid: u16,
-    free_bgids: Vec<u16>,
+    /// Provided-buffer group ids.
+    bgids: BgidPool,
 }
 
 impl std::fmt::Debug for UringDriver {
@@ -93,8 +93,7 @@ impl UringDriver {
             direct_failed: Vec::new(),
             backlog: VecDeque::new(),
             op_cqes: Vec::new(),
-            next_bgid: 0,
-            free_bgids: Vec::new(),
+            bgids: BgidPool::default(),
         };
         driver.arm_eventfd()?;
         driver.ring.submit()?;
@@ -258,14 +257,7 @@ impl UringDriver {
         ring_addr: u64,
         entries: u16,
     ) -> io::Result<u16> {
-        let bgid = match self.free_bgids.pop() {
-            Some(bgid) => bgid,
-            None if self.next_bgid < u16::MAX => {
-                self.next_bgid += 1;
-                self.next_bgid - 1
-            }
-            None => return Err(io::Error::other("every buffer group id is in use")),
-        };
+        let bgid = self.bgids.take()?;
         // SAFETY: forwarded from this function's contract.
         match unsafe {
             self.ring
@@ -274,7 +266,7 @@ impl UringDriver {
         } {
             Ok(()) => Ok(bgid),
             Err(err) => {
-                self.free_bgids.push(bgid);
+                self.bgids.give_back(bgid);
                 Err(err)
             }
         }
@@ -284,7 +276,7 @@ impl UringDriver {
     /// ring afterwards.
     pub(crate) fn unregister_buf_ring(&mut self, bgid: u16) -> io::Result<()> {
         self.ring.submitter().unregister_buf_ring(bgid)?;
-        self.free_bgids.push(bgid);
+        self.bgids.give_back(bgid);
         Ok(())
     }
 
