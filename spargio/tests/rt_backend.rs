@@ -379,3 +379,80 @@ fn a_short_read_after_the_peer_closed_still_reads_the_end() {
         .unwrap();
     common::within_hang_bound(move || spargio::block_on(job).unwrap());
 }
+
+/// The driver's own timers (`IORING_OP_TIMEOUT` on epoll): one expires,
+/// one dropped mid-wait is cancelled and leaves nothing pending.
+#[test]
+fn epoll_timeout_ops_expire_and_cancel() {
+    let rt = epoll_runtime(1);
+    let h = rt.handle();
+    let native = h.uring_native_unbound();
+    let job = h
+        .spawn_pinned(0, async move {
+            native.sleep(Duration::from_millis(5)).await.unwrap();
+            let dropped = spargio::time::timeout(
+                Duration::from_millis(5),
+                native.sleep(Duration::from_secs(600)),
+            )
+            .await;
+            assert!(dropped.is_err(), "the long sleep was still waiting");
+        })
+        .unwrap();
+    common::within_hang_bound(move || spargio::block_on(job).unwrap());
+    let stats = h.stats_snapshot();
+    assert_eq!(
+        stats.pending_native_ops_by_shard,
+        vec![0],
+        "the cancel ended it"
+    );
+    assert!(stats.native_ops_cancelled >= 1);
+}
+
+/// `SPARGIO_BACKEND` picks the backend of runtimes whose code names none;
+/// a value it does not know is an error naming the variable.
+#[test]
+fn the_environment_variable_picks_the_backend() {
+    for value in ["epoll", "kqueue"] {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "env_child", "--ignored", "--nocapture"])
+            .env("SPARGIO_BACKEND", value)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "{value}: {text}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "run by the_environment_variable_picks_the_backend"]
+fn env_child() {
+    let value = std::env::var("SPARGIO_BACKEND").expect("set by the parent");
+    let built = Runtime::builder().shards(1).build();
+    match value.as_str() {
+        "epoll" => {
+            assert_eq!(built.unwrap().handle().backend(), BackendKind::Epoll);
+            // Code that names a backend wins over the variable.
+            let named = Runtime::builder()
+                .shards(1)
+                .backend(BackendKind::Auto)
+                .build()
+                .unwrap();
+            let expect = match spargio::probe_io_uring() {
+                Ok(()) => BackendKind::IoUring,
+                Err(_) => BackendKind::Epoll,
+            };
+            assert_eq!(named.handle().backend(), expect);
+        }
+        _ => match built.unwrap_err() {
+            RuntimeError::InvalidConfig { knob, reason } => {
+                assert_eq!(knob, "SPARGIO_BACKEND");
+                assert!(reason.contains("kqueue"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        },
+    }
+}

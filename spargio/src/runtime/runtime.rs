@@ -88,29 +88,23 @@ impl Drop for Runtime {
 /// cannot be enabled is an error from `build`, not a dead shard later.
 pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
     let n = config.shards;
-    let (backend, mut refusal) = super::backend::resolve(config.backend)?;
-    let mut rings = Vec::with_capacity(n);
-    if backend == BackendKind::IoUring {
-        for _ in 0..n {
-            match Ring::new(&config.ring) {
-                Ok(ring) => rings.push(Some(ring)),
+    let no_rings = || (0..n).map(|_| None).collect::<Vec<Option<Ring>>>();
+    let (backend, refusal, rings) = match super::backend::resolve(config.backend)? {
+        (BackendKind::IoUring, _) => {
+            match (0..n).map(|_| Ring::new(&config.ring).map(Some)).collect() {
+                Ok(rings) => (BackendKind::IoUring, None, rings),
                 // `Auto`: a ring the kernel will not make is a refusal too.
-                Err(err) if config.backend == BackendKind::Auto => {
-                    refusal = Some(IoUringRefusal::from_error(&err));
-                    rings.clear();
-                    break;
-                }
+                Err(err) if config.backend == BackendKind::Auto => (
+                    BackendKind::Epoll,
+                    Some(IoUringRefusal::from_error(&err)),
+                    no_rings(),
+                ),
                 Err(err) => return Err(err),
             }
         }
-    }
-    config.backend = if refusal.is_some() || backend == BackendKind::Epoll {
-        rings.clear();
-        rings.resize_with(n, || None);
-        BackendKind::Epoll
-    } else {
-        BackendKind::IoUring
+        (_, refusal) => (BackendKind::Epoll, refusal, no_rings()),
     };
+    config.backend = backend;
     config.io_uring_refusal = refusal;
     let mut deques = Vec::with_capacity(n);
     let mut shards = Vec::with_capacity(n);

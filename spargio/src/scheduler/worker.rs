@@ -487,10 +487,7 @@ impl Worker {
                 .timers
                 .next_tick()
                 .map(|t| self.shared.clock.until_tick(t));
-            let timeout = match (bound, timer) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let timeout = crate::time::earliest(bound, timer);
             if watchdog {
                 self.shared.idle.watch_begin();
             }

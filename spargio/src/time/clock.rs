@@ -51,6 +51,14 @@ pub(crate) fn deadline_after(d: Duration) -> Instant {
         .unwrap_or_else(|| now + Duration::from_secs(60 * 60 * 24 * 365 * 30))
 }
 
+/// The sooner of two optional waits (`None`: no bound).
+pub(crate) fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

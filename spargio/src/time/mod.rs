@@ -24,7 +24,7 @@ mod timeout;
 pub(crate) mod timers;
 mod wheel;
 
-pub(crate) use clock::{deadline_after, Clock};
+pub(crate) use clock::{deadline_after, earliest, Clock};
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use sleep::{sleep, sleep_until, Sleep};
 pub use timeout::{timeout, timeout_at, Timeout, TimeoutError};

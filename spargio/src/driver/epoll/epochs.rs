@@ -80,26 +80,25 @@ fn slot(fd: RawFd, create: bool) -> Option<&'static AtomicU32> {
 
 /// The runtime now owns `fd` (it was just opened, accepted or wrapped).
 pub(crate) fn adopt(fd: RawFd) {
-    if !ACTIVE.load(Ordering::Relaxed) {
-        return;
-    }
-    if let Some(c) = slot(fd, true) {
-        // Even -> odd. Release: pairs with the driver's Acquire load.
-        let _ = c.fetch_update(Ordering::Release, Ordering::Relaxed, |e| {
-            (e % 2 == 0).then_some(e.wrapping_add(1))
-        });
-    }
+    step(fd, true);
 }
 
 /// The runtime gives `fd` up (about to close it, or handing it out).
 pub(crate) fn release(fd: RawFd) {
+    step(fd, false);
+}
+
+/// Even -> odd (`adopt`) or odd -> even (`release`); anything else is left
+/// alone (adopting twice, or releasing an fd adopted before the table was
+/// kept).
+fn step(fd: RawFd, adopt: bool) {
     if !ACTIVE.load(Ordering::Relaxed) {
         return;
     }
-    if let Some(c) = slot(fd, false) {
-        // Odd -> even; an fd adopted before the table was kept stays even.
+    if let Some(c) = slot(fd, adopt) {
+        // Release: pairs with the driver's Acquire load in `owned`.
         let _ = c.fetch_update(Ordering::Release, Ordering::Relaxed, |e| {
-            (e % 2 == 1).then_some(e.wrapping_add(1))
+            ((e % 2 == 1) != adopt).then_some(e.wrapping_add(1))
         });
     }
 }

@@ -68,8 +68,8 @@ const OUT: u32 = libc::EPOLLOUT as u32;
 const CQE_F_BUFFER: u32 = 1 << 0;
 const CQE_F_MORE: u32 = 1 << 1;
 /// Most completions one multishot attempt posts before letting the shard
-/// run the tasks that read them (the fd re-arms and reports again).
-const MULTISHOT_BURST: usize = 32;
+/// run the tasks that read them (the driver retries on its next pass).
+pub(super) const MULTISHOT_BURST: usize = 32;
 
 fn errno() -> i32 {
     io::Error::last_os_error()
@@ -395,11 +395,6 @@ pub(super) fn is_plain_read(sqe: &Sqe) -> bool {
         opcode::Recv::CODE => sqe.ioprio & IOPRIO_MULTISHOT == 0 && !sqe.has(FLAG_BUFFER_SELECT),
         _ => false,
     }
-}
-
-/// How many completions one multishot attempt loop may post.
-pub(super) fn multishot_burst() -> usize {
-    MULTISHOT_BURST
 }
 
 /// True for the multishot forms (their `More` completions keep them alive).

@@ -45,6 +45,7 @@ mod poller;
 mod sqe;
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -123,7 +124,10 @@ pub(crate) struct EpollDriver {
     poller: Poller,
     eventfd: RawFd,
     pending: Slab<Pending>,
-    by_user_data: HashMap<u64, usize>,
+    /// For `ASYNC_CANCEL`: inserted and removed on every wait, so keyed
+    /// with a multiply instead of SipHash (the keys are the runtime's own
+    /// unique `user_data`, not attacker input).
+    by_user_data: HashMap<u64, usize, BuildHasherDefault<UserDataHasher>>,
     /// Indexed by fd number (dense and small, as fds are).
     fds: Vec<FdSlot>,
     timers: BTreeSet<(Instant, usize)>,
@@ -157,7 +161,7 @@ impl EpollDriver {
             poller: Poller::new(eventfd)?,
             eventfd,
             pending: Slab::new(),
-            by_user_data: HashMap::new(),
+            by_user_data: HashMap::default(),
             fds: Vec::new(),
             timers: BTreeSet::new(),
             bufs: BufGroups::default(),
@@ -251,11 +255,7 @@ impl EpollDriver {
         }
         // SAFETY: the timespec is the operation's, valid until its
         // completion (module docs); read once, as the kernel does.
-        let ts = unsafe { std::ptr::read(sqe.addr as *const libc::timespec) };
-        let dur = Duration::new(
-            ts.tv_sec.max(0) as u64,
-            ts.tv_nsec.clamp(0, 999_999_999) as u32,
-        );
+        let dur = duration_of(unsafe { std::ptr::read(sqe.addr as *const libc::timespec) });
         let now = Instant::now();
         let deadline = if sqe.op_flags & ABS != 0 {
             let mono = monotonic_now();
@@ -591,10 +591,7 @@ impl EpollDriver {
                 .timers
                 .first()
                 .map(|&(d, _)| d.saturating_duration_since(Instant::now()));
-            match (timeout, timer) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            }
+            crate::time::earliest(timeout, timer)
         };
         let n = self.wait_events(timeout)?;
         Ok(n + self.collect(ops, out))
@@ -676,7 +673,7 @@ fn drive(
     bufs: &mut BufGroups,
     posted: &mut Vec<(u64, i32, u32)>,
 ) -> Next {
-    for _ in 0..exec::multishot_burst() {
+    for _ in 0..exec::MULTISHOT_BURST {
         match exec::attempt(sqe, progress, bufs) {
             Step::Done(res, flags) => {
                 posted.push((sqe.user_data, res, flags));
@@ -690,6 +687,26 @@ fn drive(
     }
     debug_assert!(exec::is_multishot(sqe));
     Next::Again
+}
+
+/// Hashes a `user_data` (one `u64`) by a Fibonacci multiply.
+#[derive(Debug, Default)]
+struct UserDataHasher(u64);
+
+impl Hasher for UserDataHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 /// A byte stream: a stream socket, or not a socket (pipes, terminals).
@@ -720,6 +737,11 @@ fn monotonic_now() -> Duration {
     };
     // SAFETY: a live timespec for the kernel to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    duration_of(ts)
+}
+
+/// A kernel timespec as a duration (negative parts count as zero).
+fn duration_of(ts: libc::timespec) -> Duration {
     Duration::new(
         ts.tv_sec.max(0) as u64,
         ts.tv_nsec.clamp(0, 999_999_999) as u32,
