@@ -1,0 +1,1 @@
+//! HTTP for spargio (work in progress).

@@ -1,0 +1,207 @@
+//! Finds the external peers the interop tests talk to.
+//!
+//! A test that needs a real peer starts with
+//! `spargio_test_peers::require_peer!(Peer::Curl);` (or calls
+//! [`available`]). When the peer is present the test runs. When it is
+//! absent:
+//!
+//! * by default the test returns early (it passes as skipped); the first
+//!   skip of each peer in a test binary writes one line to stderr naming
+//!   the peer and the command that installs it, and at exit the binary
+//!   lists each missing peer once with how many tests it skipped;
+//! * with `SPARGIO_REQUIRE_PEERS=1` (set by `.ci/run`) the test fails,
+//!   so CI keeps proving interop.
+//!
+//! Each peer is looked up once per test binary.
+//!
+//! `scripts/install-test-peers.sh` installs every peer listed here.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+
+/// An external program or package an interop test talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Peer {
+    /// The `openssl` command line tool.
+    Openssl,
+    /// `curl` (with HTTP/2 support for the `--http2` tests).
+    Curl,
+    /// Python 3 itself.
+    Python,
+    /// Python's `websockets` package.
+    PythonWebsockets,
+    /// Python's `aioquic` package.
+    PythonAioquic,
+    /// Python's `grpcio` package.
+    PythonGrpcio,
+    /// `h2load` (Debian `nghttp2-client`).
+    H2load,
+    /// `nginx`.
+    Nginx,
+    /// Node.js (`node`).
+    Node,
+    /// The `wrk` load generator.
+    Wrk,
+}
+
+impl Peer {
+    /// A short name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Openssl => "openssl",
+            Peer::Curl => "curl",
+            Peer::Python => "python3",
+            Peer::PythonWebsockets => "Python websockets",
+            Peer::PythonAioquic => "Python aioquic",
+            Peer::PythonGrpcio => "Python grpcio",
+            Peer::H2load => "h2load",
+            Peer::Nginx => "nginx",
+            Peer::Node => "node",
+            Peer::Wrk => "wrk",
+        }
+    }
+
+    /// The command that installs this peer on Debian/Ubuntu.
+    pub fn install_hint(self) -> &'static str {
+        match self {
+            Peer::Openssl => "apt-get install openssl",
+            Peer::Curl => "apt-get install curl",
+            Peer::Python => "apt-get install python3 python3-pip",
+            Peer::PythonWebsockets => "python3 -m pip install websockets",
+            Peer::PythonAioquic => "python3 -m pip install aioquic",
+            Peer::PythonGrpcio => "python3 -m pip install grpcio",
+            Peer::H2load => "apt-get install nghttp2-client",
+            Peer::Nginx => "apt-get install nginx",
+            Peer::Node => "apt-get install nodejs",
+            Peer::Wrk => "apt-get install wrk",
+        }
+    }
+
+    fn probe(self) -> bool {
+        match self {
+            Peer::Openssl => runs("openssl", &["version"]),
+            Peer::Curl => runs("curl", &["--version"]),
+            Peer::Python => runs("python3", &["--version"]),
+            Peer::PythonWebsockets => python_imports("websockets.sync.client, websockets.asyncio.server"),
+            Peer::PythonAioquic => python_imports("aioquic"),
+            Peer::PythonGrpcio => python_imports("grpc"),
+            Peer::H2load => runs("h2load", &["--version"]),
+            Peer::Nginx => runs("nginx", &["-v"]),
+            Peer::Node => runs("node", &["--version"]),
+            Peer::Wrk => runs("wrk", &["--version"]) || on_path("wrk"),
+        }
+    }
+}
+
+fn runs(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| dir.join(program).is_file())
+    })
+}
+
+fn python_imports(modules: &str) -> bool {
+    runs("python3", &["-c", &format!("import {modules}")])
+}
+
+/// `SPARGIO_REQUIRE_PEERS=1`: a missing peer fails the test.
+pub fn peers_required() -> bool {
+    std::env::var("SPARGIO_REQUIRE_PEERS").is_ok_and(|v| v == "1")
+}
+
+struct State {
+    found: BTreeMap<Peer, bool>,
+    skipped: BTreeMap<Peer, usize>,
+}
+
+fn state() -> &'static Mutex<State> {
+    static STATE: OnceLock<Mutex<State>> = OnceLock::new();
+    STATE.get_or_init(|| {
+        Mutex::new(State {
+            found: BTreeMap::new(),
+            skipped: BTreeMap::new(),
+        })
+    })
+}
+
+/// Whether `peer` is present (looked up once per process).
+///
+/// Absent with `SPARGIO_REQUIRE_PEERS=1`: panics, naming the install
+/// command. Absent otherwise: records a skip and returns `false`.
+pub fn available(peer: Peer) -> bool {
+    let mut st = state().lock().unwrap_or_else(|e| e.into_inner());
+    let found = match st.found.get(&peer) {
+        Some(&f) => f,
+        None => {
+            let f = peer.probe();
+            st.found.insert(peer, f);
+            f
+        }
+    };
+    if found {
+        return true;
+    }
+    if peers_required() {
+        drop(st);
+        panic!(
+            "peer {} is missing and SPARGIO_REQUIRE_PEERS=1; install it with `{}` (or scripts/install-test-peers.sh)",
+            peer.name(),
+            peer.install_hint()
+        );
+    }
+    let first = st.skipped.is_empty();
+    let count = st.skipped.entry(peer).or_insert(0);
+    *count += 1;
+    if *count == 1 {
+        // Straight to the stream: the test harness captures `eprintln!`.
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP: tests that need {} are skipped; install it with `{}` (or scripts/install-test-peers.sh)",
+            peer.name(),
+            peer.install_hint()
+        );
+    }
+    if first {
+        // SAFETY: `summary` is an `extern "C" fn()` that never unwinds
+        // (it catches nothing that can panic: a poisoned lock is taken over).
+        unsafe { libc::atexit(summary) };
+    }
+    false
+}
+
+extern "C" fn summary() {
+    let st = state().lock().unwrap_or_else(|e| e.into_inner());
+    let mut err = std::io::stderr().lock();
+    for (peer, n) in &st.skipped {
+        let _ = writeln!(
+            err,
+            "SKIPPED: {n} test(s) need {} (install: `{}`, or scripts/install-test-peers.sh)",
+            peer.name(),
+            peer.install_hint()
+        );
+    }
+}
+
+/// Returns from the enclosing test when any of the peers is absent (see
+/// [`available`]).
+#[macro_export]
+macro_rules! require_peer {
+    ($($peer:expr),+ $(,)?) => {
+        $(
+            if !$crate::available($peer) {
+                return;
+            }
+        )+
+    };
+}
