@@ -1,1 +1,34 @@
-//! HTTP for spargio (work in progress).
+//! # spargio-http
+//!
+//! HTTP for [spargio]: serve axum, hyper and tonic over HTTP/1.1 and
+//! HTTP/2 (plain or TLS), and call other services with a pooled hyper
+//! client, on the runtime's io_uring (or epoll) streams.
+//!
+//! * [`serve`]: a server for any tower service (an `axum::Router`,
+//!   tonic's `Routes`, a hyper service through [`hyper_service`]), with
+//!   limits, timeouts and graceful shutdown on by default
+//!   ([module docs](server)).
+//! * [`Client`]: hyper-util's pooled client over spargio TCP and TLS
+//!   connections, HTTP/1.1 and HTTP/2 ([module docs](client)).
+//! * [`rt`]: hyper's runtime traits (executor, timer, I/O) on spargio,
+//!   for code that drives hyper's connection builders itself.
+//!
+//! [spargio]: https://docs.rs/spargio
+
+#![warn(
+    missing_docs,
+    unreachable_pub,
+    missing_debug_implementations,
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks
+)]
+
+pub mod client;
+pub mod rt;
+pub mod server;
+
+pub use client::{Client, ClientBuilder};
+
+pub use server::{
+    hyper_service, serve, BoxError, HyperService, PeerAddr, Serve, WithGracefulShutdown,
+};

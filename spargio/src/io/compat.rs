@@ -172,10 +172,13 @@ impl<T: CompatStream> Compat<T> {
         self.poll_read_uninit(cx, out)
     }
 
-    /// [`Self::poll_read_slice`] into memory that may be uninitialized
-    /// (tokio's `ReadBuf`, which would otherwise be zeroed on every read):
-    /// on `Ok(n)` the first `n` bytes of `out` are initialized.
-    pub(crate) fn poll_read_uninit(
+    /// A poll-based read into memory that may be uninitialized (tokio's
+    /// `ReadBuf`, hyper's `ReadBufCursor`, which would otherwise be zeroed
+    /// on every read): on `Ok(n)` the first `n` bytes of `out` are
+    /// initialized and hold the bytes read; `Ok(0)` with a non-empty
+    /// `out` is end of stream. Same semantics as the `futures_io` read
+    /// (module docs).
+    pub fn poll_read_uninit(
         &mut self,
         cx: &mut Context<'_>,
         out: &mut [MaybeUninit<u8>],

@@ -312,6 +312,12 @@ pub struct TcpListener {
 }
 
 impl TcpListener {
+    /// The runtime this listener belongs to (where its accepted streams
+    /// live).
+    pub fn handle(&self) -> &RuntimeHandle {
+        &self.handle
+    }
+
     /// Binds to `addr` (resolved on the blocking pool; the first address
     /// that binds wins) and listens. `SO_REUSEADDR` is set, as std does.
     pub async fn bind<A>(handle: impl AsRef<RuntimeHandle>, addr: A) -> io::Result<TcpListener>

@@ -290,6 +290,19 @@ impl RuntimeHandle {
         Sleep::until_on(deadline, self.shared.clone())
     }
 
+    /// True when `self` and `other` are handles to the same runtime.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (a, b) = (spargio::Runtime::builder().shards(1).build()?, spargio::Runtime::builder().shards(1).build()?);
+    /// assert!(a.handle().same_runtime(&a.handle()));
+    /// assert!(!a.handle().same_runtime(&b.handle()));
+    /// # Ok(()) }
+    /// ```
+    pub fn same_runtime(&self, other: &RuntimeHandle) -> bool {
+        std::sync::Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
     /// Native io_uring operations with no fixed shard: each goes to the
     /// ring with the fewest operations in flight (see
     /// [`UringNativeAny`](crate::UringNativeAny)).

@@ -1,0 +1,371 @@
+//! The client: hyper-util's pooled client over spargio connections.
+//!
+//! [`Client`] keeps idle connections per host (90 s by default) and
+//! reuses them; over TLS it offers ALPN `h2` and `http/1.1`, and a
+//! connection the server took to HTTP/2 carries every concurrent request
+//! to that host. Plain `http://` is HTTP/1.1 unless built with
+//! [`ClientBuilder::http2_prior_knowledge`]. It may be used from any shard
+//! (and cloned freely: clones share the pool); its connection tasks are
+//! spargio tasks.
+//!
+//! Timeouts: [`ClientBuilder::connect_timeout`] bounds name resolution,
+//! the TCP connect and the TLS handshake (default 10 s);
+//! [`ClientBuilder::request_timeout`] bounds a request until its
+//! response head arrives (default: none; the body is the caller's to
+//! bound).
+
+mod connector;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy;
+use spargio::RuntimeHandle;
+use spargio_tls::TlsConnector;
+
+pub use connector::{Connection, Connector};
+
+use crate::rt::{Executor, Timer};
+use crate::BoxError;
+
+/// A pooled HTTP/1.1 and HTTP/2 client (module docs).
+///
+/// ```no_run
+/// # spargio::block_on(spargio::run(|handle| async move {
+/// let client = spargio_http::Client::new(&handle);
+/// let response = client.get("https://example.com/").await?;
+/// assert!(response.status().is_success());
+/// let body = spargio_http::client::body_bytes(response).await?;
+/// # Ok::<_, spargio_http::client::Error>(())
+/// # })).unwrap().unwrap();
+/// ```
+pub struct Client<B = Full<Bytes>> {
+    inner: legacy::Client<Connector, B>,
+    request_timeout: Option<Duration>,
+}
+
+impl<B> Clone for Client<B> {
+    fn clone(&self) -> Self {
+        Client {
+            inner: self.inner.clone(),
+            request_timeout: self.request_timeout,
+        }
+    }
+}
+
+impl<B> fmt::Debug for Client<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("request_timeout", &self.request_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client with the default settings and Mozilla's root certificates
+    /// (webpki-roots) for `https://`.
+    pub fn new(handle: impl AsRef<RuntimeHandle>) -> Client {
+        Client::builder(handle).build()
+    }
+
+    /// A client to configure.
+    pub fn builder(handle: impl AsRef<RuntimeHandle>) -> ClientBuilder {
+        ClientBuilder {
+            handle: handle.as_ref().clone(),
+            tls: None,
+            connect_timeout: Some(Duration::from_secs(10)),
+            request_timeout: None,
+            pool_idle_timeout: Some(Duration::from_secs(90)),
+            pool_max_idle_per_host: usize::MAX,
+            http2_prior_knowledge: false,
+        }
+    }
+}
+
+/// Configures a [`Client`].
+#[derive(Clone, Debug)]
+pub struct ClientBuilder {
+    handle: RuntimeHandle,
+    tls: Option<TlsConnector>,
+    connect_timeout: Option<Duration>,
+    request_timeout: Option<Duration>,
+    pool_idle_timeout: Option<Duration>,
+    pool_max_idle_per_host: usize,
+    http2_prior_knowledge: bool,
+}
+
+impl ClientBuilder {
+    /// TLS for `https://` (default: webpki roots). Unless the connector
+    /// already sets ALPN protocols, `h2` and `http/1.1` are offered.
+    pub fn tls(mut self, connector: TlsConnector) -> Self {
+        self.tls = Some(connector);
+        self
+    }
+
+    /// Bounds resolution, connect and TLS handshake (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Bounds a request until its response head (default: none).
+    pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// How long an idle pooled connection is kept (default 90 s; `None`:
+    /// until the server closes it).
+    pub fn pool_idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.pool_idle_timeout = timeout;
+        self
+    }
+
+    /// At most `n` idle connections kept per host (default: no bound).
+    pub fn pool_max_idle_per_host(mut self, n: usize) -> Self {
+        self.pool_max_idle_per_host = n;
+        self
+    }
+
+    /// Speaks HTTP/2 to every host, including over plain `http://` (h2c
+    /// by prior knowledge; gRPC servers expect this).
+    pub fn http2_prior_knowledge(mut self) -> Self {
+        self.http2_prior_knowledge = true;
+        self
+    }
+
+    /// The client, for request bodies of type `B`.
+    pub fn build<B>(self) -> Client<B>
+    where
+        B: http_body::Body + Send + 'static,
+        B::Data: Send,
+    {
+        let tls = self.tls.unwrap_or_else(TlsConnector::with_webpki_roots);
+        let tls = if tls.config().alpn_protocols.is_empty() {
+            let alpn: &[&[u8]] = if self.http2_prior_knowledge {
+                &[b"h2"]
+            } else {
+                &[b"h2", b"http/1.1"]
+            };
+            tls.with_alpn_protocols(alpn)
+        } else {
+            tls
+        };
+        let connector = Connector::new(self.handle.clone(), Some(tls), self.connect_timeout);
+        let timer = Timer::new(&self.handle);
+        let inner = legacy::Client::builder(Executor::new(&self.handle))
+            .timer(timer.clone())
+            .pool_timer(timer)
+            .pool_idle_timeout(self.pool_idle_timeout)
+            .pool_max_idle_per_host(self.pool_max_idle_per_host)
+            .http2_only(self.http2_prior_knowledge)
+            .build(connector);
+        Client {
+            inner,
+            request_timeout: self.request_timeout,
+        }
+    }
+}
+
+impl<B> Client<B>
+where
+    B: http_body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    /// Sends `request`; resolves with the response head (read the body
+    /// from it, e.g. with [`body_bytes`]).
+    pub fn request(&self, request: Request<B>) -> ResponseFuture {
+        let fut = self.inner.request(request);
+        let timeout = self.request_timeout;
+        ResponseFuture(Box::pin(async move {
+            match timeout {
+                None => fut.await.map_err(Error::from),
+                Some(limit) => match spargio::time::timeout(limit, fut).await {
+                    Ok(res) => res.map_err(Error::from),
+                    Err(_) => Err(Error::timeout()),
+                },
+            }
+        }))
+    }
+
+    /// `GET uri`.
+    pub fn get<U>(&self, uri: U) -> ResponseFuture
+    where
+        U: TryInto<Uri>,
+        U::Error: Into<http::Error>,
+        B: Default,
+    {
+        self.send(Method::GET, uri, B::default())
+    }
+
+    /// `POST uri` with `body`.
+    pub fn post<U>(&self, uri: U, body: impl Into<B>) -> ResponseFuture
+    where
+        U: TryInto<Uri>,
+        U::Error: Into<http::Error>,
+    {
+        self.send(Method::POST, uri, body.into())
+    }
+
+    fn send<U>(&self, method: Method, uri: U, body: B) -> ResponseFuture
+    where
+        U: TryInto<Uri>,
+        U::Error: Into<http::Error>,
+    {
+        match Request::builder().method(method).uri(uri).body(body) {
+            Ok(req) => self.request(req),
+            Err(e) => ResponseFuture(Box::pin(std::future::ready(Err(Error::invalid(e))))),
+        }
+    }
+}
+
+impl<B> tower_service::Service<Request<B>> for Client<B>
+where
+    B: http_body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<Incoming>;
+    type Error = Error;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> ResponseFuture {
+        self.request(request)
+    }
+}
+
+/// The future of a [`Client`] request.
+#[must_use = "futures do nothing unless awaited"]
+pub struct ResponseFuture(Pin<Box<dyn Future<Output = Result<Response<Incoming>, Error>> + Send>>);
+
+impl fmt::Debug for ResponseFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
+
+impl Future for ResponseFuture {
+    type Output = Result<Response<Incoming>, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+/// Reads a response body to its end.
+pub async fn body_bytes(response: Response<Incoming>) -> Result<Bytes, Error> {
+    Ok(response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| Error::new(Kind::Body, e))?
+        .to_bytes())
+}
+
+/// Why a request failed.
+#[derive(Debug)]
+pub struct Error {
+    kind: Kind,
+    source: Option<BoxError>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Invalid,
+    Connect,
+    Timeout,
+    Request,
+    Body,
+}
+
+impl Error {
+    fn new(kind: Kind, source: impl Into<BoxError>) -> Error {
+        Error {
+            kind,
+            source: Some(source.into()),
+        }
+    }
+
+    fn invalid(e: http::Error) -> Error {
+        Error::new(Kind::Invalid, e)
+    }
+
+    fn timeout() -> Error {
+        Error {
+            kind: Kind::Timeout,
+            source: None,
+        }
+    }
+
+    /// The request timeout or connect timeout passed.
+    pub fn is_timeout(&self) -> bool {
+        self.kind == Kind::Timeout
+    }
+
+    /// No connection could be made (resolution, TCP connect or TLS
+    /// handshake failed).
+    pub fn is_connect(&self) -> bool {
+        self.kind == Kind::Connect
+    }
+
+    /// The request could not be built (bad URI, method or header).
+    pub fn is_invalid(&self) -> bool {
+        self.kind == Kind::Invalid
+    }
+
+    /// The response body failed while it was read.
+    pub fn is_body(&self) -> bool {
+        self.kind == Kind::Body
+    }
+}
+
+impl From<legacy::Error> for Error {
+    fn from(e: legacy::Error) -> Error {
+        if e.is_connect() {
+            let timed_out = std::error::Error::source(&e)
+                .and_then(|s| s.downcast_ref::<std::io::Error>())
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
+            let kind = if timed_out {
+                Kind::Timeout
+            } else {
+                Kind::Connect
+            };
+            return Error::new(kind, e);
+        }
+        Error::new(Kind::Request, e)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            Kind::Invalid => "invalid request",
+            Kind::Connect => "connect failed",
+            Kind::Timeout => "timed out",
+            Kind::Request => "request failed",
+            Kind::Body => "response body failed",
+        };
+        match &self.source {
+            Some(source) => write!(f, "{what}: {source}"),
+            None => f.write_str(what),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as _)
+    }
+}

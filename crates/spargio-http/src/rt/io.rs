@@ -1,0 +1,227 @@
+//! `hyper::rt::{Read, Write}` over spargio's streams.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use spargio::io::Compat;
+use spargio::net::{TcpStream, UnixStream};
+use spargio_tls::{ClientTlsStream, ServerTlsStream};
+
+/// A byte stream hyper can run over: what [`Io`] needs from it.
+///
+/// Implemented for spargio's plain streams (through
+/// [`Compat`](spargio::io::Compat)) and the TLS streams of
+/// `spargio-tls`. The read fills memory that may be uninitialized; an
+/// implementation over a `futures_io` reader zeroes it first.
+pub trait Transport: Unpin + Send + 'static {
+    /// Reads into `out`; on `Ok(n)` its first `n` bytes are initialized.
+    /// `Ok(0)` with a non-empty `out` is end of stream.
+    fn poll_read_uninit(
+        &mut self,
+        cx: &mut Context<'_>,
+        out: &mut [MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>>;
+    /// Writes some of `buf`.
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
+    /// Writes some of `bufs`; the default writes the first non-empty one.
+    fn poll_write_vectored(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let buf = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| b);
+        self.poll_write(cx, buf)
+    }
+    /// Whether `poll_write_vectored` takes several slices at once.
+    fn is_write_vectored(&self) -> bool {
+        false
+    }
+    /// Flushes bytes accepted but not yet sent.
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+    /// Flushes, then ends the write direction.
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+    /// The peer's address, where the transport has one.
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        None
+    }
+}
+
+macro_rules! compat_transport {
+    ($stream:ty, $peer:expr) => {
+        impl Transport for Compat<$stream> {
+            fn poll_read_uninit(
+                &mut self,
+                cx: &mut Context<'_>,
+                out: &mut [MaybeUninit<u8>],
+            ) -> Poll<io::Result<usize>> {
+                Compat::poll_read_uninit(self, cx, out)
+            }
+
+            fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+                futures_io::AsyncWrite::poll_write(Pin::new(self), cx, buf)
+            }
+
+            fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                futures_io::AsyncWrite::poll_flush(Pin::new(self), cx)
+            }
+
+            fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                futures_io::AsyncWrite::poll_close(Pin::new(self), cx)
+            }
+
+            fn peer_addr(&self) -> Option<SocketAddr> {
+                let peer: fn(&$stream) -> Option<SocketAddr> = $peer;
+                peer(self.get_ref())
+            }
+        }
+    };
+}
+
+compat_transport!(TcpStream, |s| s.peer_addr().ok());
+compat_transport!(UnixStream, |_| None);
+
+/// A TLS record carries at most 16 KiB of plaintext: zeroing more of
+/// hyper's buffer per read buys nothing.
+const TLS_READ: usize = 16 * 1024 + 256;
+
+macro_rules! tls_transport {
+    ($stream:ty) => {
+        impl Transport for $stream {
+            fn poll_read_uninit(
+                &mut self,
+                cx: &mut Context<'_>,
+                out: &mut [MaybeUninit<u8>],
+            ) -> Poll<io::Result<usize>> {
+                let len = out.len().min(TLS_READ);
+                let out = &mut out[..len];
+                out.fill(MaybeUninit::new(0));
+                // SAFETY: every byte of `out` was just initialized (zeroed),
+                // and `MaybeUninit<u8>` has `u8`'s layout.
+                let out = unsafe { &mut *(out as *mut [MaybeUninit<u8>] as *mut [u8]) };
+                futures_io::AsyncRead::poll_read(Pin::new(self), cx, out)
+            }
+
+            fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+                futures_io::AsyncWrite::poll_write(Pin::new(self), cx, buf)
+            }
+
+            fn poll_write_vectored(
+                &mut self,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                futures_io::AsyncWrite::poll_write_vectored(Pin::new(self), cx, bufs)
+            }
+
+            fn is_write_vectored(&self) -> bool {
+                // rustls takes the slices into one record.
+                true
+            }
+
+            fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                futures_io::AsyncWrite::poll_flush(Pin::new(self), cx)
+            }
+
+            fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                futures_io::AsyncWrite::poll_close(Pin::new(self), cx)
+            }
+
+            fn peer_addr(&self) -> Option<SocketAddr> {
+                self.get_ref().peer_addr().ok()
+            }
+        }
+    };
+}
+
+tls_transport!(ClientTlsStream);
+tls_transport!(ServerTlsStream);
+
+/// A [`Transport`] seen through hyper's I/O traits (module docs).
+///
+/// ```
+/// # spargio::block_on(spargio::run(|handle| async move {
+/// use spargio::io::Compat;
+/// use spargio::net::UnixStream;
+/// use spargio_http::rt::Io;
+///
+/// let (a, b) = UnixStream::pair(&handle).unwrap();
+/// let io = Io::new(Compat::new(a)); // implements hyper::rt::{Read, Write}
+/// # drop((io, b));
+/// # })).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct Io<T> {
+    inner: T,
+}
+
+impl<T: Transport> Io<T> {
+    /// Wraps `inner`.
+    pub fn new(inner: T) -> Io<T> {
+        Io { inner }
+    }
+
+    /// The transport.
+    pub fn get_ref(&self) -> &T {
+        &self.inner
+    }
+
+    /// The transport, mutably.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
+
+    /// The transport.
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+}
+
+impl<T: Transport> hyper::rt::Read for Io<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        // SAFETY: `poll_read_uninit` only writes initialized bytes into
+        // the unfilled part and never de-initializes any of it.
+        let unfilled = unsafe { buf.as_mut() };
+        let n = ready!(self.get_mut().inner.poll_read_uninit(cx, unfilled))?;
+        // SAFETY: on `Ok(n)` the first `n` bytes of the unfilled part
+        // were written (the `Transport` contract).
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: Transport> hyper::rt::Write for Io<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().inner.poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().inner.poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().inner.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().inner.poll_shutdown(cx)
+    }
+}

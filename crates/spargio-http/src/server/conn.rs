@@ -1,0 +1,122 @@
+//! One accepted connection: TLS handshake (if any), then hyper's auto
+//! connection (HTTP/1.1 or HTTP/2), watched for drain and abort.
+
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::Poll;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use spargio::io::Compat;
+use spargio::net::TcpStream;
+use spargio_tls::{HandshakeOptions, TlsAcceptor};
+
+use super::hub::ConnGuard;
+use super::service::AddPeer;
+use super::BoxError;
+use crate::rt::{Executor, Io, Transport};
+
+/// What every connection of one server shares.
+pub(crate) struct Shared {
+    pub(crate) auto: auto::Builder<Executor>,
+    pub(crate) h1: auto::Builder<Executor>,
+    pub(crate) h2: auto::Builder<Executor>,
+    pub(crate) tls: Option<(TlsAcceptor, HandshakeOptions)>,
+    pub(crate) connect_info: bool,
+}
+
+/// Serves one connection until it ends, the server aborts, or (draining)
+/// its in-flight requests are answered.
+pub(crate) async fn serve_connection<S, B>(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    service: S,
+    mut guard: ConnGuard,
+) where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let _ = stream.set_nodelay(true);
+    let peer = if shared.connect_info {
+        stream.peer_addr().ok()
+    } else {
+        None
+    };
+    let service = TowerToHyperService::new(AddPeer {
+        inner: service,
+        peer,
+    });
+    match &shared.tls {
+        None => {
+            let io = Io::new(Compat::new(stream));
+            drive(&shared.auto, io, service, &mut guard).await;
+        }
+        Some((acceptor, options)) => {
+            let handshake = pin!(acceptor.accept_with_options(stream, *options));
+            let tls = match watch(handshake, &mut guard, true).await {
+                Some(Ok(tls)) => tls,
+                _ => return,
+            };
+            let builder = match tls.alpn_protocol() {
+                Some(b"h2") => &shared.h2,
+                Some(b"http/1.1") => &shared.h1,
+                _ => &shared.auto,
+            };
+            drive(builder, Io::new(tls), service, &mut guard).await;
+        }
+    }
+}
+
+async fn drive<T, S, B>(
+    builder: &auto::Builder<Executor>,
+    io: Io<T>,
+    service: TowerToHyperService<AddPeer<S>>,
+    guard: &mut ConnGuard,
+) where
+    T: Transport,
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let mut conn = pin!(builder.serve_connection_with_upgrades(io, service));
+    let mut shutting_down = false;
+    poll_fn(|cx| {
+        let (draining, aborted) = guard.poll_flags(cx);
+        if aborted {
+            return Poll::Ready(());
+        }
+        if draining && !shutting_down {
+            shutting_down = true;
+            conn.as_mut().graceful_shutdown();
+        }
+        conn.as_mut().poll(cx).map(|_| ())
+    })
+    .await
+}
+
+/// Polls `fut` unless the server aborts (or, with `stop_on_drain`, starts
+/// draining): then `None`.
+async fn watch<F: Future + Unpin>(
+    mut fut: F,
+    guard: &mut ConnGuard,
+    stop_on_drain: bool,
+) -> Option<F::Output> {
+    poll_fn(|cx| {
+        let (draining, aborted) = guard.poll_flags(cx);
+        if aborted || (stop_on_drain && draining) {
+            return Poll::Ready(None);
+        }
+        std::pin::Pin::new(&mut fut).poll(cx).map(Some)
+    })
+    .await
+}

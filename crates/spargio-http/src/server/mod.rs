@@ -1,0 +1,420 @@
+//! The server: [`serve`] a tower service (an `axum::Router`, tonic's
+//! `Routes`, any `tower::Service<Request<Incoming>>`, or a hyper service
+//! through [`hyper_service`]) on a spargio [`TcpListener`].
+//!
+//! # How it runs
+//!
+//! * **Accept.** One multishot accept on the listener
+//!   ([`TcpListener::incoming_round_robin`]): the kernel keeps accepting
+//!   without a submission per connection, and each accepted stream gets
+//!   the next shard in rotation as its session shard.
+//! * **Connections.** Each connection is a task pinned to its session
+//!   shard, where its socket's operations run; hyper's auto builder
+//!   answers HTTP/1.1 and HTTP/2 on the same port (HTTP/2 by prior
+//!   knowledge on plain TCP, by ALPN `h2` over TLS). HTTP/2 streams run
+//!   as stealable tasks started on the connection's shard
+//!   ([`rt::Executor`](crate::rt::Executor)).
+//! * **Limits, on by default.** At most `max_connections` (10,000)
+//!   connections at once: beyond it the server stops accepting (new
+//!   connections wait in the listen backlog) until one ends. A client has
+//!   `header_read_timeout` (30 s) to send a request's headers; the same
+//!   timer closes an HTTP/1.1 keep-alive connection idle that long.
+//!   Headers larger than `max_header_bytes` (64 KiB) are refused (431 on
+//!   HTTP/1.1, a stream reset on HTTP/2) and the connection closed. TLS
+//!   handshakes get `tls_handshake_timeout` (10 s). HTTP/2: at most 200
+//!   concurrent streams per connection, and hyper's defences against
+//!   rapid reset. Request bodies are the service's to limit: use
+//!   `tower_http::limit::RequestBodyLimitLayer` (axum's extractors also
+//!   have `DefaultBodyLimit`, 2 MiB).
+//! * **Graceful shutdown.** [`Serve::with_graceful_shutdown`] takes a
+//!   future (a signal, a token); when it completes the listener is closed
+//!   (new connections are refused), every connection finishes the
+//!   requests it is serving (HTTP/1.1 closes after the current response;
+//!   HTTP/2 sends GOAWAY), and the server's future returns once all are
+//!   closed, or once `grace_period` (30 s) has passed: then the rest are
+//!   closed at once.
+//!
+//! Accept errors do not end the server: a connection that failed before
+//! it was accepted is skipped; running out of fds (`EMFILE`, `ENFILE`) or
+//! memory pauses accepting for 50 ms.
+
+mod conn;
+mod hub;
+mod service;
+
+use std::fmt;
+use std::future::{poll_fn, Future, IntoFuture};
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use futures_core::Stream;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::server::conn::auto;
+use spargio::net::TcpListener;
+use spargio::TaskPlacement;
+use spargio_tls::{HandshakeOptions, TlsAcceptor};
+
+pub use service::{hyper_service, HyperService, PeerAddr};
+
+use crate::rt::{Executor, Timer};
+
+/// Errors a service or body may return.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Serves `service` on `listener` (module docs); await the result (or
+/// configure it first).
+///
+/// ```no_run
+/// use axum::{routing::get, Router};
+///
+/// #[spargio::main]
+/// async fn main() -> std::io::Result<()> {
+///     let app = Router::new().route("/", get(|| async { "hello from spargio\n" }));
+///     let listener = spargio::net::TcpListener::bind(spargio::ShardCtx::current().unwrap().handle(), "127.0.0.1:3000").await?;
+///     spargio_http::serve(listener, app).await
+/// }
+/// ```
+pub fn serve<S>(listener: TcpListener, service: S) -> Serve<S> {
+    Serve {
+        listener,
+        service,
+        config: Config::default(),
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Config {
+    max_connections: usize,
+    header_read_timeout: Option<Duration>,
+    max_header_bytes: usize,
+    tls: Option<TlsAcceptor>,
+    tls_handshake_timeout: Option<Duration>,
+    protocols: Protocols,
+    h2_max_concurrent_streams: u32,
+    h2_keep_alive: Option<(Duration, Duration)>,
+    connect_info: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocols {
+    Auto,
+    Http1,
+    Http2,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            max_connections: 10_000,
+            header_read_timeout: Some(Duration::from_secs(30)),
+            max_header_bytes: 64 * 1024,
+            tls: None,
+            tls_handshake_timeout: Some(Duration::from_secs(10)),
+            protocols: Protocols::Auto,
+            h2_max_concurrent_streams: 200,
+            h2_keep_alive: None,
+            connect_info: false,
+        }
+    }
+}
+
+/// A server being configured; `.await` it to run (module docs).
+#[must_use = "a server does nothing until awaited"]
+pub struct Serve<S> {
+    listener: TcpListener,
+    service: S,
+    config: Config,
+}
+
+impl<S> fmt::Debug for Serve<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Serve")
+            .field("listener", &self.listener)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Serve<S> {
+    /// At most `n` connections open at once (default 10,000; at least 1).
+    /// At the bound the server stops accepting until a connection ends;
+    /// clients wait in the listen backlog.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.config.max_connections = n.max(1);
+        self
+    }
+
+    /// How long a client has to send a request's headers, counted from
+    /// when the server starts waiting for them (so it also bounds an idle
+    /// HTTP/1.1 keep-alive connection). Default 30 s; `None`: no limit.
+    pub fn header_read_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config.header_read_timeout = timeout;
+        self
+    }
+
+    /// The largest request head accepted (default 64 KiB, at least 8 KiB):
+    /// HTTP/1.1 buffer size for the request line and headers, HTTP/2
+    /// header list size.
+    pub fn max_header_bytes(mut self, n: usize) -> Self {
+        self.config.max_header_bytes = n.max(8 * 1024);
+        self
+    }
+
+    /// Serves HTTPS: every accepted connection runs `acceptor`'s TLS
+    /// handshake first. Unless the acceptor already sets ALPN protocols,
+    /// `h2` and `http/1.1` are offered (the auto builder serves the one
+    /// the client picks).
+    pub fn tls(mut self, acceptor: TlsAcceptor) -> Self {
+        let acceptor = if acceptor.config().alpn_protocols.is_empty() {
+            let protocols: &[&[u8]] = match self.config.protocols {
+                Protocols::Http1 => &[b"http/1.1"],
+                Protocols::Http2 => &[b"h2"],
+                Protocols::Auto => &[b"h2", b"http/1.1"],
+            };
+            acceptor.with_alpn_protocols(protocols)
+        } else {
+            acceptor
+        };
+        self.config.tls = Some(acceptor);
+        self
+    }
+
+    /// How long a TLS handshake may take (default 10 s; `None`: no limit).
+    pub fn tls_handshake_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config.tls_handshake_timeout = timeout;
+        self
+    }
+
+    /// Serves HTTP/1.1 only (HTTP/2 prior knowledge is refused).
+    pub fn http1_only(mut self) -> Self {
+        self.config.protocols = Protocols::Http1;
+        self
+    }
+
+    /// Serves HTTP/2 only (h2c by prior knowledge on plain TCP).
+    pub fn http2_only(mut self) -> Self {
+        self.config.protocols = Protocols::Http2;
+        self
+    }
+
+    /// HTTP/2: at most `n` concurrent streams per connection (default 200).
+    pub fn http2_max_concurrent_streams(mut self, n: u32) -> Self {
+        self.config.h2_max_concurrent_streams = n;
+        self
+    }
+
+    /// HTTP/2: ping an idle connection every `interval` and close it when
+    /// a ping is not answered within `timeout` (default: off).
+    pub fn http2_keep_alive(mut self, interval: Duration, timeout: Duration) -> Self {
+        self.config.h2_keep_alive = Some((interval, timeout));
+        self
+    }
+
+    /// Puts the peer address into every request's extensions: as
+    /// [`PeerAddr`], and with the `axum` feature as
+    /// `axum::extract::ConnectInfo<SocketAddr>` (what axum's `ConnectInfo`
+    /// extractor reads).
+    pub fn with_connect_info(mut self) -> Self {
+        self.config.connect_info = true;
+        self
+    }
+
+    /// Runs until `signal` completes, then shuts down gracefully (module
+    /// docs).
+    pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<S, F>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        WithGracefulShutdown {
+            serve: self,
+            signal,
+            grace_period: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A server that shuts down gracefully when its signal completes; `.await`
+/// it to run.
+#[must_use = "a server does nothing until awaited"]
+pub struct WithGracefulShutdown<S, F> {
+    serve: Serve<S>,
+    signal: F,
+    grace_period: Duration,
+}
+
+impl<S, F> fmt::Debug for WithGracefulShutdown<S, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WithGracefulShutdown")
+            .field("serve", &self.serve)
+            .field("grace_period", &self.grace_period)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, F> WithGracefulShutdown<S, F> {
+    /// How long in-flight requests may take to finish once the signal has
+    /// completed (default 30 s); then the remaining connections are closed.
+    pub fn grace_period(mut self, grace_period: Duration) -> Self {
+        self.grace_period = grace_period;
+        self
+    }
+}
+
+type ServeFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+
+impl<S, B> IntoFuture for Serve<S>
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = ServeFuture;
+
+    fn into_future(self) -> ServeFuture {
+        Box::pin(run(self, std::future::pending(), Duration::ZERO))
+    }
+}
+
+impl<S, B, F> IntoFuture for WithGracefulShutdown<S, F>
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+    F: Future<Output = ()> + Send + 'static,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = ServeFuture;
+
+    fn into_future(self) -> ServeFuture {
+        Box::pin(run(self.serve, self.signal, self.grace_period))
+    }
+}
+
+fn builders(config: &Config, executor: &Executor, timer: &Timer) -> conn::Shared {
+    let make = |protocols: Protocols| {
+        let mut b = auto::Builder::new(executor.clone());
+        b.http1()
+            .timer(timer.clone())
+            .header_read_timeout(config.header_read_timeout)
+            .max_buf_size(config.max_header_bytes);
+        let mut h2 = b.http2();
+        h2.timer(timer.clone())
+            .max_concurrent_streams(config.h2_max_concurrent_streams)
+            .max_header_list_size(config.max_header_bytes as u32)
+            .enable_connect_protocol();
+        if let Some((interval, timeout)) = config.h2_keep_alive {
+            h2.keep_alive_interval(interval).keep_alive_timeout(timeout);
+        }
+        match protocols {
+            Protocols::Auto => b,
+            Protocols::Http1 => b.http1_only(),
+            Protocols::Http2 => b.http2_only(),
+        }
+    };
+    let tls = config.tls.clone().map(|acceptor| {
+        let mut options = HandshakeOptions::default();
+        options.timeout = config.tls_handshake_timeout;
+        (acceptor, options)
+    });
+    conn::Shared {
+        auto: make(config.protocols),
+        h1: make(Protocols::Http1),
+        h2: make(Protocols::Http2),
+        tls,
+        connect_info: config.connect_info,
+    }
+}
+
+enum Event<T> {
+    Accepted(io::Result<T>),
+    Shutdown,
+}
+
+async fn run<S, B, F>(serve: Serve<S>, signal: F, grace_period: Duration) -> io::Result<()>
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let Serve {
+        listener,
+        service,
+        config,
+    } = serve;
+    let handle = listener.handle().clone();
+    let shared = Arc::new(builders(
+        &config,
+        &Executor::new(&handle),
+        &Timer::new(&handle),
+    ));
+    let hub = Arc::new(hub::Hub::default());
+    let mut incoming = listener.incoming_round_robin()?;
+    let mut signal = std::pin::pin!(signal);
+    loop {
+        let event = poll_fn(|cx| {
+            if signal.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Event::Shutdown);
+            }
+            if hub.poll_below(config.max_connections, cx).is_pending() {
+                return Poll::Pending;
+            }
+            Pin::new(&mut incoming)
+                .poll_next(cx)
+                .map(|next| Event::Accepted(next.expect("a multishot accept never ends")))
+        })
+        .await;
+        match event {
+            Event::Shutdown => break,
+            Event::Accepted(Ok(stream)) => {
+                let guard = hub.enter();
+                let placement = TaskPlacement::Pinned(stream.session_shard());
+                let task = conn::serve_connection(shared.clone(), stream, service.clone(), guard);
+                // Fails only when the runtime is shutting down; the task
+                // (and with it the stream and the guard) is dropped.
+                if handle.spawn_with_placement(placement, task).is_err() {
+                    return Ok(());
+                }
+            }
+            Event::Accepted(Err(e)) => {
+                if !is_per_connection(&e) {
+                    spargio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    // Stop accepting: cancel the multishot accept and close the listening
+    // socket, so new connections are refused rather than queued.
+    drop(incoming);
+    drop(listener);
+    hub.drain();
+    let drained =
+        spargio::time::timeout(grace_period, poll_fn(|cx| hub::poll_idle(&hub, cx))).await;
+    if drained.is_err() {
+        hub.abort();
+        poll_fn(|cx| hub::poll_idle(&hub, cx)).await;
+    }
+    Ok(())
+}
+
+/// Errors that concern one connection that failed before it was accepted.
+fn is_per_connection(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNABORTED | libc::ECONNRESET | libc::EPERM | libc::EPROTO | libc::ETIMEDOUT)
+    )
+}

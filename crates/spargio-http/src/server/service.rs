@@ -1,0 +1,89 @@
+//! Service adaptors: the peer address in each request's extensions, and
+//! hyper services served as tower services.
+
+use std::net::SocketAddr;
+use std::task::{Context, Poll};
+
+use http::Request;
+
+/// The peer address of the connection a request came in on, in the
+/// request's extensions when the server was built
+/// [`with_connect_info`](crate::Serve::with_connect_info).
+///
+/// With the `axum` feature (default) the server also inserts
+/// `axum::extract::ConnectInfo<SocketAddr>`, which axum handlers extract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// Inserts the peer address into each request (when `peer` is set).
+#[derive(Clone, Debug)]
+pub(crate) struct AddPeer<S> {
+    pub(crate) inner: S,
+    pub(crate) peer: Option<SocketAddr>,
+}
+
+impl<S, B> tower_service::Service<Request<B>> for AddPeer<S>
+where
+    S: tower_service::Service<Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        if let Some(peer) = self.peer {
+            req.extensions_mut().insert(PeerAddr(peer));
+            #[cfg(feature = "axum")]
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+        }
+        self.inner.call(req)
+    }
+}
+
+/// A hyper service (`hyper::service::service_fn`, or any
+/// `hyper::service::Service`) as a tower service, for [`serve`](crate::serve).
+///
+/// ```no_run
+/// # spargio::block_on(spargio::run(|handle| async move {
+/// use std::convert::Infallible;
+/// use http_body_util::Full;
+/// use hyper::body::{Bytes, Incoming};
+/// use hyper::{Request, Response};
+///
+/// async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+///     Ok(Response::new(Full::new(Bytes::from("hello\n"))))
+/// }
+/// let listener = spargio::net::TcpListener::bind(&handle, "127.0.0.1:8080").await?;
+/// let svc = spargio_http::hyper_service(hyper::service::service_fn(hello));
+/// spargio_http::serve(listener, svc).await
+/// # })).unwrap().unwrap();
+/// ```
+pub fn hyper_service<S>(service: S) -> HyperService<S> {
+    HyperService(service)
+}
+
+/// See [`hyper_service`].
+#[derive(Clone, Debug)]
+pub struct HyperService<S>(S);
+
+impl<S, R> tower_service::Service<R> for HyperService<S>
+where
+    S: hyper::service::Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: R) -> Self::Future {
+        self.0.call(req)
+    }
+}
