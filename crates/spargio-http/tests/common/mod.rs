@@ -1,0 +1,236 @@
+//! Helpers shared by the integration tests: a server on its own runtime,
+//! the axum app they serve, a self-signed certificate, bounded waits,
+//! and fd counting.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::extract::{ConnectInfo, Json, Path, State};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::{Deserialize, Serialize};
+use spargio::{CancellationToken, Runtime};
+use spargio_http::Serve;
+
+/// Generous bound for "this must not hang". Never a performance assertion.
+pub const HANG: Duration = Duration::from_secs(60);
+
+/// The tests of one binary share the process's fd table: those that
+/// count fds run one at a time.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Open fds of this process.
+pub fn fd_count() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Runs `f` on a thread and fails the test if it takes longer than `HANG`.
+pub fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(HANG)
+        .unwrap_or_else(|_| panic!("{what}: hung (or panicked)"))
+}
+
+#[derive(Clone, Default)]
+pub struct AppState {
+    /// Requests inside `/slow` right now.
+    pub in_slow: Arc<AtomicUsize>,
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct Item {
+    pub name: String,
+    pub n: u64,
+}
+
+/// `len` bytes of a pattern a shifted or dropped chunk would break.
+pub fn pattern(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i % 251) as u8 ^ (i >> 12) as u8)
+        .collect()
+}
+
+/// The app every test serves:
+/// `GET /` hello; `POST /json` echoes an `Item` with `n + 1`;
+/// `GET /peer` the peer address (ConnectInfo); `GET /slow/{ms}` answers
+/// after `ms`; `GET /big/{len}` `len` pattern bytes; `POST /echo` the body.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(|| async { "hello from spargio-http" }))
+        .route(
+            "/json",
+            post(|Json(item): Json<Item>| async move {
+                Json(Item {
+                    name: item.name,
+                    n: item.n + 1,
+                })
+            }),
+        )
+        .route(
+            "/peer",
+            get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }),
+        )
+        .route(
+            "/slow/{ms}",
+            get(
+                |State(st): State<AppState>, Path(ms): Path<u64>| async move {
+                    st.in_slow.fetch_add(1, Ordering::SeqCst);
+                    spargio::time::sleep(Duration::from_millis(ms)).await;
+                    st.in_slow.fetch_sub(1, Ordering::SeqCst);
+                    format!("slept {ms}")
+                },
+            ),
+        )
+        .route(
+            "/big/{len}",
+            get(|Path(len): Path<usize>| async move { pattern(len) }),
+        )
+        .route("/echo", post(|body: axum::body::Bytes| async move { body }))
+        .with_state(state)
+}
+
+/// A server on a runtime of its own (2 shards), stopped gracefully by
+/// [`TestServer::stop`] (or on drop).
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub state: AppState,
+    stop: CancellationToken,
+    done: Option<mpsc::Receiver<std::io::Result<()>>>,
+    rt: Option<Runtime>,
+}
+
+impl TestServer {
+    pub fn start(
+        configure: impl FnOnce(Serve<Router>) -> Serve<Router> + Send + 'static,
+    ) -> TestServer {
+        TestServer::start_with(|state| app(state), configure, Duration::from_secs(30))
+    }
+
+    pub fn start_with(
+        make_app: impl FnOnce(AppState) -> Router,
+        configure: impl FnOnce(Serve<Router>) -> Serve<Router> + Send + 'static,
+        grace: Duration,
+    ) -> TestServer {
+        let rt = Runtime::builder().shards(2).build().expect("runtime");
+        let handle = rt.handle();
+        let state = AppState::default();
+        let app = make_app(state.clone());
+        let stop = CancellationToken::new();
+        let stop2 = stop.clone();
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel();
+        handle
+            .spawn_stealable(async move {
+                let h = spargio::ShardCtx::current().unwrap().handle();
+                let listener = spargio::net::TcpListener::bind(&h, "127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                let served = configure(spargio_http::serve(listener, app))
+                    .with_graceful_shutdown(async move { stop2.cancelled().await })
+                    .grace_period(grace)
+                    .await;
+                let _ = done_tx.send(served);
+            })
+            .expect("spawn");
+        let addr = addr_rx.recv_timeout(HANG).expect("server did not start");
+        TestServer {
+            addr,
+            state,
+            stop,
+            done: Some(done_rx),
+            rt: Some(rt),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Starts the graceful shutdown without waiting for it.
+    pub fn trigger_stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Shuts down gracefully and waits for the serve future's result.
+    pub fn stop(mut self) -> std::io::Result<()> {
+        self.stop.cancel();
+        let res = self
+            .done
+            .take()
+            .unwrap()
+            .recv_timeout(HANG)
+            .expect("server did not stop");
+        drop(self.rt.take());
+        res
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(done) = self.done.take() {
+            let _ = done.recv_timeout(HANG);
+        }
+    }
+}
+
+/// Runs `curl` with `args`.
+pub fn curl(args: &[&str]) -> Output {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    bounded("curl", move || {
+        Command::new("curl")
+            .args(["-sS", "--max-time", "30"])
+            .args(&args)
+            .output()
+            .expect("curl runs")
+    })
+}
+
+/// `curl` that must succeed; its stdout.
+pub fn curl_ok(args: &[&str]) -> String {
+    let out = curl(args);
+    assert!(
+        out.status.success(),
+        "curl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A raw HTTP/1.1 exchange: writes `request`, reads until the server
+/// closes or `HANG` passes; the bytes read.
+pub fn raw_exchange(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(HANG)).unwrap();
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+/// A self-signed certificate for `localhost`: (cert PEM, key PEM).
+pub fn self_signed() -> (String, String) {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    (cert.cert.pem(), cert.signing_key.serialize_pem())
+}
+
+/// Writes `contents` to a fresh file under the temp dir; its path.
+pub fn temp_file(name: &str, contents: &[u8]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("spargio-http-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
