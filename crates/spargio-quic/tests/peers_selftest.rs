@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::aioquic::stdout_lines;
 use common::*;
+use spargio_test_peers::{require_peer, Peer};
 
 const MIB: usize = 1024 * 1024;
 
@@ -48,6 +49,7 @@ fn pattern_is_splitmix64_le() {
 
 #[test]
 fn python_data_matches_rust() {
+    require_peer!(Peer::Python);
     let out = std::process::Command::new("python3")
         .current_dir(common::aioquic::py_script(""))
         .args([
@@ -283,6 +285,7 @@ fn alpn_is_negotiated_and_enforced() {
 
 #[test]
 fn aioquic_client_echo_against_quinn() {
+    require_peer!(Peer::PythonAioquic);
     let certs = TestCerts::generate();
     let server = QuinnServer::with(&certs, Behaviour::Echo);
     let out = block_on(run_aioquic_client(
@@ -312,6 +315,7 @@ fn aioquic_client_echo_against_quinn() {
 
 #[test]
 fn aioquic_client_upload_against_quinn_sink() {
+    require_peer!(Peer::PythonAioquic);
     let certs = TestCerts::generate();
     let server = QuinnServer::with(&certs, Behaviour::Sink);
     let out = block_on(run_aioquic_client(
@@ -332,6 +336,7 @@ fn aioquic_client_upload_against_quinn_sink() {
 
 #[test]
 fn aioquic_client_sees_quinn_close_reason() {
+    require_peer!(Peer::PythonAioquic);
     let certs = TestCerts::generate();
     let server = QuinnServer::with(&certs, Behaviour::CloseWith(42, "bye".into()));
     let out = block_on(run_aioquic_client(
@@ -349,6 +354,7 @@ fn aioquic_client_sees_quinn_close_reason() {
 
 #[test]
 fn aioquic_client_fails_on_wrong_alpn() {
+    require_peer!(Peer::PythonAioquic);
     let certs = TestCerts::generate();
     let server = QuinnServer::with(&certs, Behaviour::Echo);
     let out = block_on(run_aioquic_client(
@@ -365,6 +371,7 @@ fn aioquic_client_fails_on_wrong_alpn() {
 
 #[test]
 fn quinn_client_echo_against_aioquic() {
+    require_peer!(Peer::PythonAioquic);
     let certs = TestCerts::generate();
     let server = AioquicServer::start(&certs, AioquicMode::Echo);
     block_on(async {
@@ -386,6 +393,7 @@ fn quinn_client_echo_against_aioquic() {
 
 #[test]
 fn quinn_client_upload_against_aioquic_sink() {
+    require_peer!(Peer::PythonAioquic);
     let certs = TestCerts::generate();
     let server = AioquicServer::start(&certs, AioquicMode::Sink);
     block_on(async {
@@ -401,6 +409,7 @@ fn quinn_client_upload_against_aioquic_sink() {
 
 #[test]
 fn quinn_client_sees_aioquic_close_reason() {
+    require_peer!(Peer::PythonAioquic);
     let certs = TestCerts::generate();
     let server = AioquicServer::start(&certs, AioquicMode::Close);
     block_on(async {

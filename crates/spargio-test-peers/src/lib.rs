@@ -14,6 +14,12 @@
 //!
 //! Each peer is looked up once per test binary.
 //!
+//! The check belongs at the top of the test, before a runtime is built or
+//! a peer's helper runs, so a skip costs nothing and says why. Helpers
+//! that spawn a peer call [`assert_present`], which turns a forgotten
+//! check into a failure naming the missing `require_peer!` instead of a
+//! spawn error deep in the helper.
+//!
 //! `scripts/install-test-peers.sh` installs every peer listed here.
 
 use std::collections::BTreeMap;
@@ -84,7 +90,9 @@ impl Peer {
             Peer::Openssl => runs("openssl", &["version"]),
             Peer::Curl => runs("curl", &["--version"]),
             Peer::Python => runs("python3", &["--version"]),
-            Peer::PythonWebsockets => python_imports("websockets.sync.client, websockets.asyncio.server"),
+            Peer::PythonWebsockets => {
+                python_imports("websockets.sync.client, websockets.asyncio.server")
+            }
             Peer::PythonAioquic => python_imports("aioquic"),
             Peer::PythonGrpcio => python_imports("grpc"),
             Peer::H2load => runs("h2load", &["--version"]),
@@ -106,9 +114,8 @@ fn runs(program: &str, args: &[&str]) -> bool {
 }
 
 fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|dir| dir.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
 fn python_imports(modules: &str) -> bool {
@@ -135,29 +142,49 @@ fn state() -> &'static Mutex<State> {
     })
 }
 
+fn found(st: &mut State, peer: Peer) -> bool {
+    if let Some(&f) = st.found.get(&peer) {
+        return f;
+    }
+    let f = peer.probe();
+    st.found.insert(peer, f);
+    f
+}
+
+/// How to install `peer`, naming Python itself first when a Python
+/// package is missing because `python3` is.
+fn how_to_install(st: &mut State, peer: Peer) -> String {
+    let python_package = matches!(
+        peer,
+        Peer::PythonWebsockets | Peer::PythonAioquic | Peer::PythonGrpcio
+    );
+    if python_package && !found(st, Peer::Python) {
+        format!(
+            "`{}`, then `{}`",
+            Peer::Python.install_hint(),
+            peer.install_hint()
+        )
+    } else {
+        format!("`{}`", peer.install_hint())
+    }
+}
+
 /// Whether `peer` is present (looked up once per process).
 ///
 /// Absent with `SPARGIO_REQUIRE_PEERS=1`: panics, naming the install
 /// command. Absent otherwise: records a skip and returns `false`.
+#[track_caller]
 pub fn available(peer: Peer) -> bool {
     let mut st = state().lock().unwrap_or_else(|e| e.into_inner());
-    let found = match st.found.get(&peer) {
-        Some(&f) => f,
-        None => {
-            let f = peer.probe();
-            st.found.insert(peer, f);
-            f
-        }
-    };
-    if found {
+    if found(&mut st, peer) {
         return true;
     }
+    let install = how_to_install(&mut st, peer);
     if peers_required() {
         drop(st);
         panic!(
-            "peer {} is missing and SPARGIO_REQUIRE_PEERS=1; install it with `{}` (or scripts/install-test-peers.sh)",
+            "peer {} is missing and SPARGIO_REQUIRE_PEERS=1; install it with {install} (or scripts/install-test-peers.sh)",
             peer.name(),
-            peer.install_hint()
         );
     }
     let first = st.skipped.is_empty();
@@ -167,9 +194,8 @@ pub fn available(peer: Peer) -> bool {
         // Straight to the stream: the test harness captures `eprintln!`.
         let _ = writeln!(
             std::io::stderr(),
-            "SKIP: tests that need {} are skipped; install it with `{}` (or scripts/install-test-peers.sh)",
+            "SKIP: tests that need {} are skipped; install it with {install} (or scripts/install-test-peers.sh)",
             peer.name(),
-            peer.install_hint()
         );
     }
     if first {
@@ -180,15 +206,40 @@ pub fn available(peer: Peer) -> bool {
     false
 }
 
+/// For helpers that spawn `peer`: panics when it is absent, saying that
+/// the test must start with `require_peer!`. Records no skip; present, it
+/// costs a map lookup (the probe is shared with [`available`]).
+#[track_caller]
+pub fn assert_present(peer: Peer) {
+    let mut st = state().lock().unwrap_or_else(|e| e.into_inner());
+    if found(&mut st, peer) {
+        return;
+    }
+    drop(st);
+    panic!(
+        "peer {} is missing and this test does not check for it: start the test with \
+         `spargio_test_peers::require_peer!(spargio_test_peers::Peer::{peer:?});`",
+        peer.name(),
+    );
+}
+
 extern "C" fn summary() {
-    let st = state().lock().unwrap_or_else(|e| e.into_inner());
+    // A thread still inside `available` at exit holds the lock: print
+    // nothing rather than wait for it.
+    let mut st = match state().try_lock() {
+        Ok(st) => st,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    let skipped: Vec<(Peer, usize)> = st.skipped.iter().map(|(&p, &n)| (p, n)).collect();
     let mut err = std::io::stderr().lock();
-    for (peer, n) in &st.skipped {
+    for (peer, n) in skipped {
+        let install = how_to_install(&mut st, peer);
         let _ = writeln!(
             err,
-            "SKIPPED: {n} test(s) need {} (install: `{}`, or scripts/install-test-peers.sh)",
+            "SKIPPED: {n} test(s) need {}; to run them, install it with {install} \
+             (or scripts/install-test-peers.sh)",
             peer.name(),
-            peer.install_hint()
         );
     }
 }

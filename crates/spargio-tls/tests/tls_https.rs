@@ -12,7 +12,8 @@ use std::process::{Command, Output};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{have, pki};
+use common::pki;
+use spargio_test_peers::{require_peer, Peer};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -82,9 +83,7 @@ fn check_bodies(out_dir: &Path, prefix: &str, n: usize) {
 
 #[test]
 fn curl_sequential_and_concurrent() {
-    if !have("curl") {
-        return;
-    }
+    require_peer!(Peer::Curl);
     let pki = pki("https", false);
     let port = start(&pki.leaf_file, &pki.key_file);
 

@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use common::{free_port, have, pki, Peer};
+use common::{free_port, pki, Peer};
 use spargio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use spargio_test_peers::require_peer;
 use spargio_tls::rustls::ProtocolVersion;
 use spargio_tls::{HandshakeOptions, TlsAcceptor, TlsConnector};
 
@@ -66,9 +67,8 @@ fn serve_one(acceptor: TlsAcceptor) -> (u16, mpsc::Receiver<Seen>) {
 }
 
 fn s_client_session(version_flag: &str, alpn: &str, want: ProtocolVersion, want_log: &str) {
-    if !have("openssl") {
-        return;
-    }
+    // `common::Peer` is the child-process wrapper; this is the peer kind.
+    require_peer!(spargio_test_peers::Peer::Openssl);
     let pki = pki(&format!("s_client{version_flag}{alpn}"), false);
     let acceptor = TlsAcceptor::from_pem_files(&pki.leaf_file, &pki.key_file)
         .unwrap()
@@ -129,9 +129,7 @@ fn s_client_tls12_alpn_http11() {
 }
 
 fn s_server_session(version_flag: &str, want: ProtocolVersion) {
-    if !have("openssl") {
-        return;
-    }
+    require_peer!(spargio_test_peers::Peer::Openssl);
     let pki = pki(&format!("s_server{version_flag}"), false);
     let port = free_port();
     let mut peer = Peer::spawn(Command::new("openssl").args([

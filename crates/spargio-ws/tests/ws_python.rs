@@ -6,8 +6,9 @@ mod common;
 
 use std::io;
 
-use common::{pattern, python, require_python_websockets, stdout_ok, text_pattern, PyServer};
+use common::{pattern, python, stdout_ok, text_pattern, PyServer};
 use spargio::net::TcpListener;
+use spargio_test_peers::{require_peer, Peer};
 use spargio_ws::{CloseCode, Message, WsOptions, WsStreamExt};
 
 /// Accepts one connection and echoes text and binary messages; returns
@@ -34,7 +35,7 @@ async fn echo_one(
 
 #[test]
 fn python_client_echoes_through_our_acceptor_every_size_every_byte() {
-    require_python_websockets();
+    require_peer!(Peer::PythonWebsockets);
     let (stdout, echoed, close) = common::run(|handle| async move {
         let listener = TcpListener::bind(&handle, "127.0.0.1:0").await.unwrap();
         let url = format!("ws://{}/echo", listener.local_addr().unwrap());
@@ -56,7 +57,7 @@ fn python_client_echoes_through_our_acceptor_every_size_every_byte() {
 
 #[test]
 fn our_connector_talks_to_a_python_server() {
-    require_python_websockets();
+    require_peer!(Peer::PythonWebsockets);
     let server = PyServer::start("echo_server.py", &[]);
     let url = format!("ws://localhost:{}/", server.port);
     common::run(move |handle| async move {
@@ -113,7 +114,7 @@ fn our_connector_talks_to_a_python_server() {
 /// A server with 64 KiB limits refuses `args` from the Python client; the
 /// client must see close code 1009, and the server `InvalidData`.
 fn oversize_is_refused_with_1009(args: &'static [&'static str]) {
-    require_python_websockets();
+    require_peer!(Peer::PythonWebsockets);
     let (stdout, err) = common::run(move |handle| async move {
         let listener = TcpListener::bind(&handle, "127.0.0.1:0").await.unwrap();
         let url = format!("ws://{}/", listener.local_addr().unwrap());

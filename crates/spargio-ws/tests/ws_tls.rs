@@ -9,8 +9,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{pattern, python, require_python_websockets, stdout_ok, PyServer};
+use common::{pattern, python, stdout_ok, PyServer};
 use spargio::net::TcpListener;
+use spargio_test_peers::{require_peer, Peer};
 use spargio_tls::{TlsAcceptor, TlsConnector};
 use spargio_ws::{CloseCode, Message, WsConnector, WsStreamExt};
 
@@ -99,11 +100,12 @@ fn make_pki() -> PathBuf {
 }
 
 fn openssl(dir: &Path, args: &[&str]) {
+    spargio_test_peers::assert_present(Peer::Openssl);
     let out = Command::new("openssl")
         .args(args)
         .current_dir(dir)
         .output()
-        .expect("the openssl CLI is needed");
+        .expect("spawn openssl");
     assert!(
         out.status.success(),
         "openssl {args:?}: {}",
@@ -113,7 +115,7 @@ fn openssl(dir: &Path, args: &[&str]) {
 
 #[test]
 fn python_client_over_tls_echoes_through_our_acceptor() {
-    require_python_websockets();
+    require_peer!(Peer::PythonWebsockets, Peer::Openssl);
     let pki = make_pki();
     let ca = pki.join("ca.pem").to_str().unwrap().to_owned();
     let acceptor = TlsAcceptor::from_pem_files(pki.join("leaf.pem"), pki.join("leaf.key")).unwrap();
@@ -148,7 +150,7 @@ fn python_client_over_tls_echoes_through_our_acceptor() {
 
 #[test]
 fn our_connector_over_tls_talks_to_a_python_wss_server() {
-    require_python_websockets();
+    require_peer!(Peer::PythonWebsockets, Peer::Openssl);
     let pki = make_pki();
     let cert = pki.join("leaf.pem");
     let key = pki.join("leaf.key");

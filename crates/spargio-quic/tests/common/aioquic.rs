@@ -1,13 +1,16 @@
 //! Python aioquic (PyPI) as a QUIC server and client, run as child
-//! processes from `tests/py/`. CI installs aioquic (`.ci/run`), so a
-//! missing module fails the test with the install command instead of
-//! skipping it.
+//! processes from `tests/py/`. A test that uses them starts with
+//! `require_peer!(Peer::PythonAioquic)` (`spargio-test-peers`): skipped
+//! where aioquic is missing, failed there under `SPARGIO_REQUIRE_PEERS=1`
+//! (`.ci/run` installs it and sets that).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
+
+use spargio_test_peers::{assert_present, Peer};
 
 use super::{PemFiles, TestCerts, HANG};
 
@@ -39,26 +42,6 @@ pub fn py_script(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Whether `python3 -c "import aioquic"` works.
-pub fn aioquic_available() -> bool {
-    Command::new("python3")
-        .args(["-c", "import aioquic"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-/// Fails the test, saying how to install aioquic, if it is missing.
-pub fn require_aioquic() {
-    assert!(
-        aioquic_available(),
-        "Python aioquic is not installed; these interop tests need it \
-         (python3 -m pip install --break-system-packages aioquic; .ci/run does this)"
-    );
-}
-
 /// `aioquic_server.py` on 127.0.0.1, killed when dropped.
 #[derive(Debug)]
 pub struct AioquicServer {
@@ -78,7 +61,7 @@ impl AioquicServer {
     /// As [`AioquicServer::start`], with extra command-line arguments
     /// (for example `["--alpn", "other"]`).
     pub fn start_with(certs: &TestCerts, mode: AioquicMode, extra: &[&str]) -> AioquicServer {
-        require_aioquic();
+        assert_present(Peer::PythonAioquic);
         let files = certs.write_pem_files();
         let mut child = Command::new("python3")
             .arg(py_script("aioquic_server.py"))
@@ -145,7 +128,7 @@ pub async fn run_aioquic_client(
     alpn: &str,
     args: &[&str],
 ) -> Output {
-    require_aioquic();
+    assert_present(Peer::PythonAioquic);
     let files = certs.write_pem_files();
     let mut cmd = Command::new("python3");
     cmd.arg(py_script("aioquic_client.py"))

@@ -26,9 +26,7 @@ pub mod data;
 pub mod mute;
 pub mod peers;
 
-pub use aioquic::{
-    aioquic_available, require_aioquic, run_aioquic_client, AioquicMode, AioquicServer,
-};
+pub use aioquic::{run_aioquic_client, AioquicMode, AioquicServer};
 pub use certs::{PemFiles, TestCerts, ALPN, SERVER_NAME};
 pub use client::{conn_err, spawn_bounded, ClientOptions, QuinnClient};
 pub use data::{checksum, pattern, Checksum};

@@ -78,23 +78,17 @@ pub fn pki(tag: &str, expired: bool) -> Pki {
     pki
 }
 
-/// Whether `program` runs here; tests that need it skip (loudly) if not.
+/// Whether `program` (`"openssl"` or `"curl"`) runs here, through
+/// `spargio_test_peers::available` (a skip line when it does not, a
+/// failure under `SPARGIO_REQUIRE_PEERS=1`). New tests start with
+/// `require_peer!` instead.
 pub fn have(program: &str) -> bool {
-    let ok = Command::new(program)
-        .arg("version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !ok {
-        // CI installs every peer: a missing one there is a failure.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "`{program}` is not installed"
-        );
-        eprintln!("SKIP: `{program}` is not installed");
-    }
-    ok
+    let peer = match program {
+        "openssl" => spargio_test_peers::Peer::Openssl,
+        "curl" => spargio_test_peers::Peer::Curl,
+        other => panic!("no spargio_test_peers::Peer for `{other}`"),
+    };
+    spargio_test_peers::available(peer)
 }
 
 /// A child killed and reaped on drop, whose stdout and stderr are read by
@@ -107,6 +101,8 @@ pub struct Peer {
 }
 
 impl Peer {
+    /// Spawns `cmd`; the test checked for its program first
+    /// (`require_peer!`).
     pub fn spawn(cmd: &mut Command) -> Peer {
         let mut child = cmd
             .stdin(Stdio::piped())

@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests: a bounded runtime, payload
-//! patterns, and Python `websockets` peers run as child processes.
+//! patterns, and Python `websockets` peers run as child processes (a test
+//! that uses them starts with
+//! `require_peer!(Peer::PythonWebsockets)`, from `spargio-test-peers`).
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -10,6 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use spargio::{Runtime, RuntimeHandle};
+use spargio_test_peers::Peer;
 
 /// Generous bound for "this must not hang". Never a performance assertion.
 pub const HANG: Duration = Duration::from_secs(60);
@@ -63,25 +66,17 @@ pub fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Fails the test with a hint when Python's `websockets` is missing: the
-/// interop tests must not pass without their peer.
+/// Fails the test when Python's `websockets` is missing, saying the test
+/// should start with `require_peer!(Peer::PythonWebsockets)` (which skips
+/// it instead); a no-op when it is present.
 pub fn require_python_websockets() {
-    let ok = Command::new("python3")
-        .args([
-            "-c",
-            "import websockets.sync.client, websockets.asyncio.server",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "python3 with the `websockets` package is needed (pip install websockets)"
-    );
+    spargio_test_peers::assert_present(Peer::PythonWebsockets);
 }
 
 /// Runs `python3 tests/py/<name> args...` to completion, killed after
 /// `HANG`; returns its output.
 pub fn python(name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    spargio_test_peers::assert_present(Peer::PythonWebsockets);
     let mut cmd = Command::new("python3");
     cmd.arg(script(name)).args(args);
     for (k, v) in env {
@@ -125,6 +120,7 @@ pub struct PyServer {
 
 impl PyServer {
     pub fn start(name: &str, env: &[(&str, &str)]) -> PyServer {
+        spargio_test_peers::assert_present(Peer::PythonWebsockets);
         let mut cmd = Command::new("python3");
         cmd.arg(script(name));
         for (k, v) in env {
