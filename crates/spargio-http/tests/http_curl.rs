@@ -44,7 +44,7 @@ fn http1_get_and_post_json() {
     ]);
     assert_eq!(out, "1\n0\n");
     server.stop().unwrap();
-    assert_eq!(fd_count(), fds, "fds after the server stopped");
+    assert_fds_back_to(fds);
 }
 
 #[test]

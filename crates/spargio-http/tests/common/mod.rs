@@ -32,6 +32,21 @@ pub fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
+/// Fails unless the fd count comes back to `baseline` (or below: a
+/// runtime dropped by an earlier test may still be closing its rings when
+/// the baseline was taken).
+pub fn assert_fds_back_to(baseline: usize) {
+    let deadline = std::time::Instant::now() + HANG;
+    while fd_count() > baseline {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "fds: {} open, {baseline} before",
+            fd_count()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Runs `f` on a thread and fails the test if it takes longer than `HANG`.
 pub fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();

@@ -1,0 +1,105 @@
+//! Graceful shutdown: in-flight requests finish, new connections are
+//! refused, the serve future returns; past the grace period the rest are
+//! closed. And the same in a child process stopped by SIGTERM.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::*;
+
+fn get(addr: std::net::SocketAddr, path: &str) -> std::thread::JoinHandle<Vec<u8>> {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n");
+    std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(HANG)).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        out
+    })
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + HANG;
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn in_flight_requests_finish_and_new_connections_are_refused() {
+    let _serial = serial();
+    let fds = fd_count();
+    let server = TestServer::start(|s| s);
+    let addr = server.addr;
+    // An idle keep-alive connection (one request done): closed by the drain.
+    let mut idle = TcpStream::connect(addr).unwrap();
+    idle.set_read_timeout(Some(HANG)).unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    assert!(idle.read(&mut buf).unwrap() > 0);
+    // Four slow requests in flight (HTTP/1.1 keep-alive: hyper closes
+    // each connection after its response).
+    let slow: Vec<_> = (0..4).map(|_| get(addr, "/slow/400")).collect();
+    let state = server.state.clone();
+    wait_until("slow requests never arrived", || {
+        state.in_slow.load(Ordering::SeqCst) == 4
+    });
+    server.trigger_stop();
+    for t in slow {
+        let out = t.join().unwrap();
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(text.ends_with("slept 400"), "{text}");
+    }
+    // The idle one was closed.
+    assert_eq!(idle.read(&mut buf).unwrap_or(0), 0);
+    drop(idle);
+    server.stop().unwrap();
+    let refused = TcpStream::connect(addr).unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert_fds_back_to(fds);
+}
+
+#[test]
+fn past_the_grace_period_the_rest_are_closed() {
+    let _serial = serial();
+    let server = TestServer::start_with(app, |s| s, Duration::from_millis(200));
+    let slow = get(server.addr, "/slow/600000");
+    let state = server.state.clone();
+    wait_until("slow request never arrived", || {
+        state.in_slow.load(Ordering::SeqCst) == 1
+    });
+    server.stop().unwrap();
+    // Closed without a response.
+    assert!(slow.join().unwrap().is_empty());
+}
+
+#[test]
+fn http2_connections_drain_with_goaway() {
+    if !spargio_test_peers::available(spargio_test_peers::Peer::Curl) {
+        return;
+    }
+    let _serial = serial();
+    let server = TestServer::start(|s| s);
+    let state = server.state.clone();
+    let url = server.url("/slow/400");
+    let curl = std::thread::spawn(move || curl(&["--http2-prior-knowledge", &url]));
+    wait_until("slow request never arrived", || {
+        state.in_slow.load(Ordering::SeqCst) == 1
+    });
+    server.stop().unwrap();
+    let out = curl.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"slept 400");
+}
