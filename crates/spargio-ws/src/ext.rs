@@ -6,9 +6,11 @@
 //! the connection drop with no reason. [`WsStreamExt::recv`] tells it why
 //! first:
 //!
-//! 1. the frame is refused (tungstenite checks a frame's announced length
-//!    against `max_frame_size`, and a message's against
-//!    `max_message_size`, before reading the payload);
+//! 1. the frame is refused: at its header when its announced length is
+//!    over the frame limit (which [`WsOptions`](crate::WsOptions) caps by
+//!    the message limit), before any payload is read; or, for a message
+//!    sent in several frames, at the frame that takes it over the message
+//!    limit;
 //! 2. a close frame goes out with the RFC 6455 code: 1009 "message too
 //!    big" for a size limit, 1007 for text that is not UTF-8, 1002 for any
 //!    other protocol violation; bounded by [`REFUSAL_LINGER`], since a peer

@@ -8,9 +8,12 @@
 //! * **Server**: [`accept`] on a stream your listener accepted, or a
 //!   [`WsAcceptor`].
 //! * **Limits**: [`WsOptions`] bounds the handshake in time
-//!   (`TimedOut`) and frames and messages in size. A message over the
-//!   limit is refused before its payload is read and answered with close
-//!   code 1009 ([`WsStreamExt::recv`]).
+//!   (`TimedOut`) and frames and messages in size. The message limit caps
+//!   the frame limit, so a frame announcing more than the message limit is
+//!   refused at its header, before any payload is read; a message sent in
+//!   several frames is refused at the frame that takes it over. Either way
+//!   a connection holds at most about twice the message limit, and the
+//!   peer gets close code 1009 ([`WsStreamExt::recv`]).
 //! * **Errors** are `io::Error`s with a kind to match ([`io_error`]).
 //!
 //! The stream is async-tungstenite's [`WebSocketStream`] over a

@@ -7,10 +7,16 @@
 //!   socket for that long at most, then the call returns `TimedOut` and
 //!   the socket is closed;
 //! * the **frame and message size limits** go to tungstenite's
-//!   `WebSocketConfig`. A frame header announcing more than the limit is
-//!   refused before its payload is read, so an oversized message costs
-//!   no memory; [`WsStreamExt::recv`](crate::WsStreamExt::recv) then
-//!   closes with code 1009.
+//!   `WebSocketConfig`. tungstenite checks a frame header's announced
+//!   length against the *frame* limit only, and reserves that much before
+//!   reading the payload; the message limit it checks once a frame has
+//!   been read. So the frame limit applied is capped by the message limit
+//!   (`min(frame, message)`): a frame announcing more than the message
+//!   limit is refused at its header, before any of its payload is read,
+//!   and [`WsStreamExt::recv`](crate::WsStreamExt::recv) then closes with
+//!   code 1009. What a peer can make a connection hold is then about the
+//!   message limit plus one frame (a message in progress and the frame
+//!   that would overflow it), at most twice the message limit.
 
 use std::time::Duration;
 
@@ -30,12 +36,21 @@ use spargio::net::StreamSessionPolicy;
 /// assert_eq!(options.handshake_timeout(), Some(Duration::from_secs(2)));
 /// assert_eq!(options.config().max_message_size, Some(1 << 20));
 /// assert_eq!(options.config().max_frame_size, Some(256 << 10));
+///
+/// // A message limit alone also caps frames (tungstenite's default frame
+/// // limit is 16 MiB): an oversize frame is refused at its header.
+/// let options = WsOptions::default().with_max_message_size(Some(1 << 20));
+/// assert_eq!(options.config().max_frame_size, Some(1 << 20));
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct WsOptions {
     handshake_timeout: Option<Duration>,
     nodelay: bool,
     session: StreamSessionPolicy,
+    /// tungstenite's configuration as the caller set it.
+    requested: WebSocketConfig,
+    /// `requested` as applied: the frame limit capped by the message
+    /// limit (module docs).
     config: WebSocketConfig,
 }
 
@@ -51,6 +66,7 @@ impl Default for WsOptions {
             handshake_timeout: Some(DEFAULT_HANDSHAKE_TIMEOUT),
             nodelay: true,
             session: StreamSessionPolicy::ContextPreferred,
+            requested: WebSocketConfig::default(),
             config: WebSocketConfig::default(),
         }
     }
@@ -64,17 +80,18 @@ impl WsOptions {
         self
     }
 
-    /// The largest frame payload accepted from the peer (`None`: no limit).
-    pub fn with_max_frame_size(mut self, max: Option<usize>) -> WsOptions {
-        self.config.max_frame_size = max;
-        self
+    /// The largest frame payload accepted from the peer (`None`: no limit
+    /// of its own). The limit applied is at most the message limit.
+    pub fn with_max_frame_size(self, max: Option<usize>) -> WsOptions {
+        self.configure(|c| c.max_frame_size = max)
     }
 
     /// The largest message (all its frames together) accepted from the
-    /// peer, and sent (`None`: no limit).
-    pub fn with_max_message_size(mut self, max: Option<usize>) -> WsOptions {
-        self.config.max_message_size = max;
-        self
+    /// peer, and sent (`None`: no limit). It caps the frame limit too, so
+    /// a frame announcing more is refused at its header, before its
+    /// payload is read.
+    pub fn with_max_message_size(self, max: Option<usize>) -> WsOptions {
+        self.configure(|c| c.max_message_size = max)
     }
 
     /// Whether to set `TCP_NODELAY` on the socket (default: on).
@@ -96,9 +113,20 @@ impl WsOptions {
     }
 
     /// These options with tungstenite's whole configuration replaced (for
-    /// its buffer sizes; the size limits above are two of its fields).
-    pub fn with_config(mut self, config: WebSocketConfig) -> WsOptions {
-        self.config = config;
+    /// its buffer sizes; the size limits above are two of its fields, and
+    /// the frame limit is capped by the message limit here too).
+    pub fn with_config(self, config: WebSocketConfig) -> WsOptions {
+        self.configure(|c| *c = config)
+    }
+
+    /// Changes the requested configuration and recomputes the applied one.
+    fn configure(mut self, f: impl FnOnce(&mut WebSocketConfig)) -> WsOptions {
+        f(&mut self.requested);
+        self.config = self.requested;
+        if let Some(message) = self.config.max_message_size {
+            let frame = self.config.max_frame_size.unwrap_or(message);
+            self.config.max_frame_size = Some(frame.min(message));
+        }
         self
     }
 
@@ -117,7 +145,8 @@ impl WsOptions {
         self.session
     }
 
-    /// tungstenite's configuration, with the size limits.
+    /// tungstenite's configuration as applied, with the size limits: the
+    /// frame limit is at most the message limit.
     pub fn config(&self) -> &WebSocketConfig {
         &self.config
     }
