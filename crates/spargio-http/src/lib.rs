@@ -26,6 +26,7 @@
 pub mod client;
 pub mod rt;
 pub mod server;
+mod timeout;
 
 pub use client::{Client, ClientBuilder};
 

@@ -98,7 +98,12 @@ fn with_greeter_server<T>(f: impl FnOnce(u16) -> T) -> T {
         }));
         let _ = done_tx.send(out);
     });
-    let port = port_rx.recv_timeout(HANG).expect("server bound no port");
+    let Ok(port) = port_rx.recv_timeout(HANG) else {
+        match done_rx.try_recv() {
+            Ok(Ok(Ok(Err(e)))) => panic!("server failed before it bound a port: {e}"),
+            _ => panic!("server bound no port"),
+        }
+    };
     let out = f(port);
     drop(_stop_on_drop);
     match done_rx.recv_timeout(HANG) {

@@ -72,7 +72,7 @@ impl tower_service::Service<Uri> for Connector {
                 let tcp = TcpStream::connect(&this.handle, (host.clone(), port)).await?;
                 tcp.set_nodelay(true)?;
                 if !https {
-                    return Ok(Connection::Tcp(Io::new(Compat::new(tcp))));
+                    return Ok(Connection(Inner::Tcp(Io::new(Compat::new(tcp)))));
                 }
                 let tls = this
                     .tls
@@ -81,13 +81,13 @@ impl tower_service::Service<Uri> for Connector {
                 let tls = tls
                     .connect_stream_with_options(&host, tcp, HandshakeOptions::default())
                     .await?;
-                Ok(Connection::Tls(Io::new(tls)))
+                Ok(Connection(Inner::Tls(Box::new(Io::new(tls)))))
             };
             match this.connect_timeout {
                 None => connect.await,
-                Some(limit) => spargio::time::timeout(limit, connect)
+                Some(limit) => crate::timeout::timeout(&this.handle, limit, connect)
                     .await
-                    .unwrap_or_else(|_| {
+                    .unwrap_or_else(|| {
                         Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))
                     }),
             }
@@ -97,30 +97,40 @@ impl tower_service::Service<Uri> for Connector {
 
 /// A connection the [`Connector`] opened: plain TCP or TLS.
 #[derive(Debug)]
-pub enum Connection {
-    /// `http://`.
+pub struct Connection(Inner);
+
+#[derive(Debug)]
+enum Inner {
     Tcp(Io<Compat<TcpStream>>),
-    /// `https://`.
-    Tls(Io<ClientTlsStream>),
+    Tls(Box<Io<ClientTlsStream>>),
+}
+
+impl Connection {
+    /// True for an `https://` connection.
+    pub fn is_tls(&self) -> bool {
+        matches!(self.0, Inner::Tls(_))
+    }
 }
 
 impl HyperConnection for Connection {
     fn connected(&self) -> Connected {
-        match self {
-            Connection::Tcp(_) => Connected::new(),
-            Connection::Tls(io) if io.get_ref().alpn_protocol() == Some(b"h2") => {
+        match &self.0 {
+            Inner::Tls(io) if io.get_ref().alpn_protocol() == Some(b"h2") => {
                 Connected::new().negotiated_h2()
             }
-            Connection::Tls(_) => Connected::new(),
+            _ => Connected::new(),
         }
     }
 }
 
 macro_rules! both {
     ($self:ident, $io:ident => $e:expr) => {
-        match $self.get_mut() {
-            Connection::Tcp($io) => $e,
-            Connection::Tls($io) => $e,
+        match &mut $self.get_mut().0 {
+            Inner::Tcp($io) => $e,
+            Inner::Tls($io) => {
+                let $io = &mut **$io;
+                $e
+            }
         }
     };
 }
@@ -153,9 +163,9 @@ impl hyper::rt::Write for Connection {
     }
 
     fn is_write_vectored(&self) -> bool {
-        match self {
-            Connection::Tcp(io) => hyper::rt::Write::is_write_vectored(io),
-            Connection::Tls(io) => hyper::rt::Write::is_write_vectored(io),
+        match &self.0 {
+            Inner::Tcp(io) => hyper::rt::Write::is_write_vectored(io),
+            Inner::Tls(io) => hyper::rt::Write::is_write_vectored(&**io),
         }
     }
 

@@ -48,6 +48,7 @@ use crate::BoxError;
 /// ```
 pub struct Client<B = Full<Bytes>> {
     inner: legacy::Client<Connector, B>,
+    handle: RuntimeHandle,
     request_timeout: Option<Duration>,
 }
 
@@ -55,6 +56,7 @@ impl<B> Clone for Client<B> {
     fn clone(&self) -> Self {
         Client {
             inner: self.inner.clone(),
+            handle: self.handle.clone(),
             request_timeout: self.request_timeout,
         }
     }
@@ -169,6 +171,7 @@ impl ClientBuilder {
             .build(connector);
         Client {
             inner,
+            handle: self.handle,
             request_timeout: self.request_timeout,
         }
     }
@@ -185,12 +188,13 @@ where
     pub fn request(&self, request: Request<B>) -> ResponseFuture {
         let fut = self.inner.request(request);
         let timeout = self.request_timeout;
+        let handle = self.handle.clone();
         ResponseFuture(Box::pin(async move {
             match timeout {
                 None => fut.await.map_err(Error::from),
-                Some(limit) => match spargio::time::timeout(limit, fut).await {
-                    Ok(res) => res.map_err(Error::from),
-                    Err(_) => Err(Error::timeout()),
+                Some(limit) => match crate::timeout::timeout(&handle, limit, fut).await {
+                    Some(res) => res.map_err(Error::from),
+                    None => Err(Error::timeout()),
                 },
             }
         }))

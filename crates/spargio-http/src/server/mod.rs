@@ -323,8 +323,9 @@ fn builders(config: &Config, executor: &Executor, timer: &Timer) -> conn::Shared
         }
     };
     let tls = config.tls.clone().map(|acceptor| {
-        let mut options = HandshakeOptions::default();
-        options.timeout = config.tls_handshake_timeout;
+        let options = HandshakeOptions {
+            timeout: config.tls_handshake_timeout,
+        };
         (acceptor, options)
     });
     conn::Shared {
@@ -392,7 +393,7 @@ where
             }
             Event::Accepted(Err(e)) => {
                 if !is_per_connection(&e) {
-                    spargio::time::sleep(Duration::from_millis(50)).await;
+                    handle.sleep(Duration::from_millis(50)).await;
                 }
             }
         }
@@ -402,9 +403,13 @@ where
     drop(incoming);
     drop(listener);
     hub.drain();
-    let drained =
-        spargio::time::timeout(grace_period, poll_fn(|cx| hub::poll_idle(&hub, cx))).await;
-    if drained.is_err() {
+    let drained = crate::timeout::timeout(
+        &handle,
+        grace_period,
+        poll_fn(|cx| hub::poll_idle(&hub, cx)),
+    )
+    .await;
+    if drained.is_none() {
         hub.abort();
         poll_fn(|cx| hub::poll_idle(&hub, cx)).await;
     }

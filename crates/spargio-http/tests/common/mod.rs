@@ -129,7 +129,7 @@ impl TestServer {
     pub fn start(
         configure: impl FnOnce(Serve<Router>) -> Serve<Router> + Send + 'static,
     ) -> TestServer {
-        TestServer::start_with(|state| app(state), configure, Duration::from_secs(30))
+        TestServer::start_with(app, configure, Duration::from_secs(30))
     }
 
     pub fn start_with(
@@ -248,4 +248,22 @@ pub fn temp_file(name: &str, contents: &[u8]) -> std::path::PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, contents).unwrap();
     path
+}
+
+/// Runs `f(handle)` as a stealable task on a fresh 2-shard runtime and
+/// returns its output; fails the test if it does not finish in `HANG`.
+pub fn run<F, Fut>(f: F) -> Fut::Output
+where
+    F: FnOnce(spargio::RuntimeHandle) -> Fut + Send + 'static,
+    Fut: std::future::Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    bounded("client task", move || {
+        let rt = Runtime::builder().shards(2).build().expect("runtime");
+        let handle = rt.handle();
+        let task = handle.spawn_stealable(f(handle.clone())).expect("spawn");
+        let out = spargio::block_on(task).expect("client task failed");
+        drop(rt);
+        out
+    })
 }
