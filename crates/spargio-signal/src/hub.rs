@@ -4,15 +4,15 @@ use std::io;
 
 use spargio::RuntimeHandle;
 
-use crate::mask::SignalSet;
+use crate::set::SignalSet;
 use crate::stream::SignalStream;
 
 /// A broadcast point for a set of signals: every stream it hands out sees
 /// every signal of the set raised after that stream was created.
 ///
 /// The hub holds a subscription of its own, so the signals stay routed to
-/// the signalfd (and their previous disposition stays replaced) for as long
-/// as the hub or any of its streams lives.
+/// the subscriptions (and their previous disposition stays replaced) for
+/// as long as the hub or any of its streams lives.
 ///
 /// ```
 /// # spargio::block_on(spargio::run(|handle| async move {

@@ -1,17 +1,26 @@
-//! The process's signalfd, its reads through the ring, and the fan-out.
+//! The subscribers, the wait on the ring, and the fan-out.
 //!
-//! One signalfd serves the whole process: a signal is consumed by whichever
-//! read takes it, so two descriptors for one signal would split its
-//! deliveries. Its mask is the union of the subscribed signals
-//! (`mask.rs`).
+//! The handler (`handler.rs`) records which signals arrived; this module
+//! hands them out. There is no reader thread and no reader task:
 //!
-//! There is no reader thread and no reader task. Every `recv` that finds
-//! its queue empty puts one `IORING_OP_READ` of the signalfd in flight on
-//! its own runtime's ring. The operation's decoder (which the runtime runs
-//! on the final completion even if the `recv` was dropped meanwhile) hands
-//! each record it read to every subscriber whose set holds that signal,
-//! then wakes them. So no signal a read took can be lost to a cancelled
-//! `recv`, and subscribers on different runtimes share one source.
+//! 1. A `recv` whose queue is empty first takes what the handler recorded
+//!    ([`hand_out`]) and queues each signal for every subscriber whose set
+//!    holds it.
+//! 2. If that gave it nothing, it puts one `IORING_OP_READ` of the
+//!    handler's eventfd in flight on its own runtime's ring ([`wait`]); on
+//!    the epoll backend the runtime waits for the eventfd to be readable.
+//!    A waiting subscriber costs one pending operation, no thread and no
+//!    CPU.
+//! 3. The read's decoder, which the runtime runs on the completion even if
+//!    the `recv` was dropped meanwhile, hands out again (step 1). One
+//!    handler write completes one read (reading an eventfd resets it), so
+//!    a read that took the count must hand out for every subscriber: it
+//!    does, whoever issued it, and each subscriber woken finds its signal
+//!    queued and drops its own read.
+//!
+//! A new subscription starts after a hand-out, under the same lock: what
+//! arrived before it goes to the subscribers that existed then, and an
+//! arrival nobody subscribes to any more is dropped.
 //!
 //! Each subscriber's queue is bounded: it holds a signal kind at most once,
 //! in arrival order, as the kernel itself coalesces a standard signal that
@@ -19,8 +28,8 @@
 //! never a growing backlog.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
@@ -28,10 +37,9 @@ use std::task::Waker;
 use spargio::extension::io_uring::{opcode, types};
 use spargio::RuntimeHandle;
 
-use crate::mask::{self, SignalSet};
-
-/// Records read at once (128 bytes each).
-const BATCH: usize = 16;
+use crate::disposition::Dispositions;
+use crate::handler;
+use crate::set::SignalSet;
 
 /// One subscriber's pending signals and its waiting task.
 #[derive(Debug, Default)]
@@ -91,176 +99,110 @@ struct Subscriber {
 }
 
 struct Source {
-    /// The signalfd; `None` until the first subscription.
-    fd: Option<Arc<OwnedFd>>,
     subscribers: Vec<Subscriber>,
+    dispositions: Dispositions,
 }
 
 static SOURCE: Mutex<Source> = Mutex::new(Source {
-    fd: None,
     subscribers: Vec::new(),
+    dispositions: Dispositions::new(),
 });
 
 fn source() -> MutexGuard<'static, Source> {
-    // Only libc calls and Vec edits run under it.
+    // Only libc calls and Vec edits run under it: a poisoned lock still
+    // guards consistent data.
     SOURCE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Registers a subscriber for `set` (blocking and forwarding its signals)
-/// and returns its queue.
+/// Registers a subscriber for `set` (installing the handler for the
+/// signals nobody held yet) and returns its queue.
 pub(crate) fn subscribe(set: SignalSet) -> io::Result<Arc<Queue>> {
     let mut src = source();
-    mask::acquire(set)?;
-    if let Err(err) = update_fd(&mut src) {
-        mask::release(set);
-        return Err(err);
-    }
+    let wakers = take_and_queue(&src);
+    let acquired = src.dispositions.acquire(set);
     let queue = Arc::new(Queue::default());
-    src.subscribers.retain(|s| s.queue.strong_count() > 0);
-    src.subscribers.push(Subscriber {
-        set,
-        queue: Arc::downgrade(&queue),
-    });
-    Ok(queue)
+    if acquired.is_ok() {
+        src.subscribers.retain(|s| s.queue.strong_count() > 0);
+        src.subscribers.push(Subscriber {
+            set,
+            queue: Arc::downgrade(&queue),
+        });
+    }
+    drop(src);
+    wake_all(wakers);
+    acquired.map(|()| queue)
 }
 
-/// Ends a subscription made by [`subscribe`].
+/// Ends a subscription made by [`subscribe`]. Signals it had not received
+/// are dropped with it; the last subscription to a signal gives the
+/// signal back its previous action (`disposition.rs`).
 pub(crate) fn unsubscribe(set: SignalSet, queue: &Arc<Queue>) {
     let mut src = source();
     let me = Arc::downgrade(queue);
     if let Some(i) = src.subscribers.iter().position(|s| s.queue.ptr_eq(&me)) {
         src.subscribers.swap_remove(i);
     }
-    // A signal that arrived while subscribed but was not read yet belongs
-    // to the subscription: take it now (the remaining subscribers get what
-    // is theirs), or restoring the old disposition below would hand it to
-    // that (for most signals, the default action ends the process).
-    let wakers = drain(&src);
-    // The fd's mask drops the signal before its disposition comes back:
-    // between the two, a signal stays pending rather than hitting the old
-    // handler twice.
-    mask::release(set);
-    let _ = update_fd(&mut src);
-    drop(src);
+    src.dispositions.release(set);
+}
+
+/// Step 1 of the module docs: queues what the handler recorded for the
+/// subscribers and wakes them.
+pub(crate) fn hand_out() {
+    let wakers = take_and_queue(&source());
     wake_all(wakers);
 }
 
-/// Creates the signalfd, or sets its mask to what is subscribed now.
-fn update_fd(src: &mut Source) -> io::Result<()> {
-    let set = mask::subscribed().to_sigset();
-    let current = src.fd.as_ref().map_or(-1, |fd| fd.as_raw_fd());
-    // SAFETY: `set` is an initialized sigset; `current` is -1 (create) or
-    // the signalfd this module owns, open for as long as `src.fd` holds it.
-    let fd = unsafe { libc::signalfd(current, &set, libc::SFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if src.fd.is_none() {
-        // SAFETY: signalfd returned a new descriptor nobody else owns.
-        src.fd = Some(Arc::new(unsafe { OwnedFd::from_raw_fd(fd) }));
-    }
-    Ok(())
-}
-
-/// Reads what the signalfd holds (waiting on the ring until it holds
-/// something) and hands it to the subscribers. Returns how many records it
-/// read.
-pub(crate) async fn read(handle: &RuntimeHandle) -> io::Result<usize> {
-    let Some(fd) = source().fd.clone() else {
-        return Err(io::Error::other("no signal is subscribed to"));
-    };
+/// Step 2 of the module docs: a read of the eventfd on `handle`'s runtime,
+/// which completes once the handler wrote to it and then hands out
+/// (step 3).
+pub(crate) fn wait(
+    handle: &RuntimeHandle,
+) -> io::Result<impl Future<Output = io::Result<()>> + Send + 'static> {
+    let fd = handler::wake_fd()?;
     let native = handle.uring_native_unbound();
-    let state = (fd, Box::new([0u8; 128 * BATCH]));
-    // `decode` runs even if this future is dropped, so a read record is
-    // never lost.
-    // SAFETY: the SQE names the buffer in `state.1` (a Box: its heap memory
-    // does not move with `state`), `state.0` keeps the fd open, the runtime
-    // holds `state` until READ's one completion, and `decode` looks first.
+    // SAFETY: the SQE names the 8-byte buffer in the Box (its heap memory
+    // does not move with the Box), the runtime holds the Box until READ's
+    // one completion and `decode` is the first to look at it; `fd` is the
+    // handler's eventfd, which is never closed (`handler.rs`).
     let fut = unsafe {
         native.submit_unsafe(
-            state,
-            |(fd, buf)| {
-                opcode::Read::new(
-                    types::Fd(fd.as_raw_fd()),
-                    buf.as_mut_ptr(),
-                    buf.len() as u32,
-                )
-                .build()
+            Box::new([0u8; 8]),
+            move |buf| {
+                opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), 8)
+                    .offset(u64::MAX)
+                    .build()
             },
-            |cqe, (_fd, buf)| {
+            |cqe, _buf| {
                 let res = cqe?.result;
+                hand_out();
                 if res < 0 {
                     return Err(io::Error::from_raw_os_error(-res));
                 }
-                let records = res as usize / 128;
-                for rec in buf.chunks_exact(128).take(records) {
-                    deliver(signo(rec));
-                }
-                Ok(records)
+                Ok(())
             },
         )
     };
-    fut.await
+    Ok(fut)
 }
 
-/// Reads what the signalfd holds right now without waiting and hands it to
-/// the subscribers.
-pub(crate) fn read_now() {
-    let wakers = drain(&source());
-    wake_all(wakers);
-}
-
-/// Reads the signalfd without waiting (`preadv2` with `RWF_NOWAIT`: the
-/// descriptor itself stays blocking, which lets the ring's reads wait on
-/// it) until it is empty, queues each record for its subscribers, and
-/// returns the wakers to call once `src` is unlocked.
-fn drain(src: &Source) -> Vec<Waker> {
+/// Takes what the handler recorded and queues each signal for every
+/// subscriber of `src` whose set holds it; returns the wakers to call once
+/// `src` is unlocked (one per queue that got something).
+fn take_and_queue(src: &Source) -> Vec<Waker> {
     let mut wakers = Vec::new();
-    let Some(fd) = src.fd.as_ref() else {
-        return wakers;
-    };
-    let mut buf = [0u8; 128 * BATCH];
-    loop {
-        let iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        // SAFETY: one iovec over `buf`, which outlives the call; `fd` is
-        // open while `src` (locked by the caller) holds it.
-        let n = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, -1, libc::RWF_NOWAIT) };
-        if n <= 0 {
-            return wakers;
-        }
-        for rec in buf.chunks_exact(128).take(n as usize / 128) {
-            queue_for(src, signo(rec), &mut wakers);
-        }
-    }
-}
-
-/// The signal number of one `signalfd_siginfo` record: its first field,
-/// `ssi_signo`, a `u32`.
-fn signo(record: &[u8]) -> i32 {
-    u32::from_ne_bytes([record[0], record[1], record[2], record[3]]) as i32
-}
-
-/// Queues `sig` for every subscriber whose set holds it, then wakes them
-/// outside every lock.
-fn deliver(sig: i32) {
-    let mut wakers = Vec::new();
-    queue_for(&source(), sig, &mut wakers);
-    wake_all(wakers);
-}
-
-/// Queues `sig` for every subscriber of `src` whose set holds it; collects
-/// the wakers to call.
-fn queue_for(src: &Source, sig: i32, wakers: &mut Vec<Waker>) {
-    wakers.extend(
-        src.subscribers
+    for sig in handler::take_arrived().iter() {
+        for queue in src
+            .subscribers
             .iter()
             .filter(|s| s.set.contains(sig))
             .filter_map(|s| s.queue.upgrade())
-            .filter_map(|q| q.push(sig)),
-    );
+        {
+            if let Some(w) = queue.push(sig) {
+                wakers.push(w);
+            }
+        }
+    }
+    wakers
 }
 
 /// Wakes each under its own `catch_unwind`: a panicking waker costs only

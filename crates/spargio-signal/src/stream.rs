@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use spargio::RuntimeHandle;
 
-use crate::mask::SignalSet;
+use crate::set::SignalSet;
 use crate::source::{self, Queue};
 
 /// A subscription: every signal of its set raised from the moment it was
@@ -18,7 +18,7 @@ use crate::source::{self, Queue};
 /// Created by [`signal`](crate::signal), [`ctrl_c`](crate::ctrl_c) or
 /// [`SignalHub::subscribe`](crate::SignalHub::subscribe). Dropping the last
 /// subscription to a signal gives it back its previous disposition (see
-/// the [crate docs](crate#signal-masks)).
+/// the [crate docs](crate#design)).
 ///
 /// ```
 /// # spargio::block_on(spargio::run(|handle| async move {
@@ -52,9 +52,9 @@ impl SignalStream {
 
     /// Waits for the next signal and returns its number.
     ///
-    /// While it waits, a read of the process's signalfd is in flight on
+    /// While it waits, a read of the handler's eventfd is in flight on
     /// this stream's runtime. Dropping the future cancels that read; a
-    /// signal the read already took still reaches every subscriber.
+    /// signal that arrived still reaches every subscriber.
     pub async fn recv(&mut self) -> io::Result<i32> {
         self.recv_matching(|_| true).await
     }
@@ -64,21 +64,31 @@ impl SignalStream {
     pub async fn recv_matching(&mut self, mut matches: impl FnMut(i32) -> bool) -> io::Result<i32> {
         let queue = self.queue.clone();
         let handle = self.handle.clone();
-        let mut read: Option<Pin<Box<dyn Future<Output = io::Result<usize>> + Send>>> = None;
+        let mut read: Option<Pin<Box<dyn Future<Output = io::Result<()>> + Send>>> = None;
         poll_fn(move |cx| loop {
             if let Some(sig) = queue.take(&mut matches, Some(cx.waker())) {
                 return Poll::Ready(Ok(sig));
             }
-            let fut = read.get_or_insert_with(|| {
-                let handle = handle.clone();
-                Box::pin(async move { source::read(&handle).await })
-            });
+            let fut = match read.as_mut() {
+                Some(fut) => fut,
+                None => {
+                    // What arrived already, before waiting for more.
+                    source::hand_out();
+                    if let Some(sig) = queue.take(&mut matches, Some(cx.waker())) {
+                        return Poll::Ready(Ok(sig));
+                    }
+                    match source::wait(&handle) {
+                        Ok(fut) => read.insert(Box::pin(fut)),
+                        Err(e) => return Poll::Ready(Err(e)),
+                    }
+                }
+            };
             match fut.as_mut().poll(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(res) => {
                     read = None;
                     match res {
-                        Ok(_) => {}
+                        Ok(()) => {}
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {}
                         Err(e) => return Poll::Ready(Err(e)),
@@ -96,13 +106,13 @@ impl SignalStream {
     }
 
     /// A signal that has arrived for this stream, without waiting: one
-    /// already queued, or one the signalfd holds right now (read without
-    /// blocking and handed to every subscriber as `recv` would).
+    /// already queued, or one the handler recorded and no reader has
+    /// handed out yet (handed to every subscriber as `recv` would).
     pub fn try_recv(&mut self) -> Option<i32> {
         if let Some(sig) = self.queue.take(|_| true, None) {
             return Some(sig);
         }
-        source::read_now();
+        source::hand_out();
         self.queue.take(|_| true, None)
     }
 }
