@@ -198,6 +198,34 @@ fn dropping_on_another_thread_leaves_every_mask_as_it_was() {
     assert_eq!(restored, counting_addr());
 }
 
+#[test]
+fn a_sigterm_after_the_last_drop_on_another_thread_meets_the_default_action() {
+    let status = run_child("child_sigterm_after_drop_elsewhere");
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+}
+
+#[test]
+fn child_sigterm_after_drop_elsewhere() {
+    if !is_child("child_sigterm_after_drop_elsewhere") {
+        return;
+    }
+    let sig = libc::SIGTERM;
+    set_action(sig, libc::SIG_DFL);
+    set_blocked(sig, libc::SIG_UNBLOCK);
+    let rt = runtime();
+    let s = signal(rt.handle(), &[sig]).unwrap();
+    std::thread::spawn(move || {
+        set_blocked(sig, libc::SIG_BLOCK);
+        drop(s);
+    })
+    .join()
+    .unwrap();
+    // SIGTERM is at its default action again and this thread does not
+    // block it: the process ends before raise returns.
+    // SAFETY: raise of SIGTERM, which should end this child process.
+    unsafe { libc::raise(sig) };
+}
+
 // ===== defect 3: thread-directed signals =====
 
 #[test]
