@@ -9,10 +9,11 @@
 //! shared through `#[path]`; the Python peers are `tests/py/grpc_*.py`,
 //! with protobuf encoded by hand so they need only `grpcio`.
 
+mod common;
 #[path = "../examples/greeter/mod.rs"]
 mod greeter;
 
-use std::future::{Future, IntoFuture};
+use std::future::IntoFuture;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
@@ -22,16 +23,15 @@ use std::time::{Duration, Instant};
 use greeter::client::GreeterClient;
 use greeter::server::GreeterServer;
 use spargio::net::TcpListener;
-use spargio::{CancellationToken, Runtime, RuntimeHandle};
+use spargio::CancellationToken;
 use spargio_test_peers::{require_peer, Peer};
 use tonic::Code;
 
-/// Generous bound for "this must not hang". Never a performance assertion.
-const HANG: Duration = Duration::from_secs(60);
+use common::{run, HANG};
 
 /// The name sent in the 1 MiB `SayHello` (printable, so Python's pattern
 /// in `grpc_client.py` matches it character for character).
-fn pattern(n: usize) -> String {
+fn name_pattern(n: usize) -> String {
     (0..n)
         .map(|i| (33 + (i * 7 + (i >> 12)) % 90) as u8 as char)
         .collect()
@@ -40,30 +40,6 @@ fn pattern(n: usize) -> String {
 const BIG: usize = 1 << 20;
 
 // ===== runtime and server =====
-
-/// Runs `f(handle)` as a stealable task on a fresh 2-shard runtime and
-/// returns its output; fails the test if it does not finish in `HANG`.
-fn run<F, Fut>(f: F) -> Fut::Output
-where
-    F: FnOnce(RuntimeHandle) -> Fut + Send + 'static,
-    Fut: Future + Send + 'static,
-    Fut::Output: Send + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = Runtime::builder().shards(2).build().expect("runtime");
-        let handle = rt.handle();
-        let task = handle.spawn_stealable(f(handle.clone())).expect("spawn");
-        let out = spargio::block_on(task);
-        drop(rt);
-        let _ = tx.send(out);
-    });
-    match rx.recv_timeout(HANG) {
-        Ok(Ok(out)) => out,
-        Ok(Err(err)) => panic!("test task failed: {err:?}"),
-        Err(_) => panic!("test hung"),
-    }
-}
 
 /// Our greeter served on 127.0.0.1 by its own runtime (a thread) while
 /// `f(port)` runs on the calling thread; then shut down gracefully, and
@@ -283,7 +259,7 @@ fn tonic_client_calls_grpcio_server() {
         let reply = client.say_hello("spargio").await.expect("SayHello");
         assert_eq!(reply.message, "Hello, spargio, from grpcio!");
 
-        let name = pattern(BIG);
+        let name = name_pattern(BIG);
         let reply = client.say_hello(&name).await.expect("1 MiB SayHello");
         assert!(
             reply.message == format!("Hello, {name}, from grpcio!"),
@@ -338,7 +314,7 @@ fn tonic_client_calls_tonic_server() {
             let reply = client.say_hello("spargio").await.expect("SayHello");
             assert_eq!(reply.message, "Hello, spargio!");
 
-            let name = pattern(BIG);
+            let name = name_pattern(BIG);
             let reply = client.say_hello(&name).await.expect("1 MiB SayHello");
             assert!(
                 reply.message == format!("Hello, {name}!"),
