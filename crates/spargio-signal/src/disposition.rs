@@ -25,18 +25,19 @@
 //! 3. forgets an arrival the handler recorded for `sig` that no reader
 //!    took (also the subscription's).
 //!
-//! Step 1 comes before step 2: a signal pending at step 2 would be
-//! dequeued under the previous action (for most signals, the default
-//! action ends the process). A signal sent during the steps is concurrent
-//! with the end of the subscription and may go either way.
+//! Step 1 comes before step 2: the other way round, another thread could
+//! dequeue a pending signal under the previous action (for most signals,
+//! the default action ends the process) before step 1 took it. A signal
+//! sent during the steps is concurrent with the end of the subscription
+//! and may go either way.
 //!
 //! What this does not cover: a signal directed at one thread (`tgkill`,
 //! `pthread_kill`, a `SIGPIPE` from another thread's write) that is still
 //! pending for that other thread at step 1 cannot be taken from here, and
 //! meets the previous action. And a handler the kernel started before step
 //! 2 that records its arrival after step 3 leaves a bit that the next
-//! subscription to `sig` discards when it starts (`source.rs`), unless it
-//! lands after that too.
+//! subscription to `sig` discards when it starts (`source.rs`); should it
+//! land even later, that subscription sees a signal sent before it began.
 
 use std::io;
 
@@ -90,22 +91,20 @@ impl Dispositions {
     pub(crate) fn acquire(&mut self, set: SignalSet) -> io::Result<()> {
         // The handler must find the eventfd from its first run.
         handler::wake_fd()?;
-        let mut done = Vec::new();
+        let mut done = 0;
         for sig in set.iter() {
             let slot = &mut self.slots[(sig - 1) as usize];
             if slot.count == 0 {
                 match install(sig) {
                     Ok(previous) => slot.previous = Some(previous),
                     Err(err) => {
-                        self.release(SignalSet::from_bits(
-                            done.iter().fold(0, |b, &s| b | SignalSet::one(s).bits()),
-                        ));
+                        self.release(SignalSet::from_bits(done));
                         return Err(err);
                     }
                 }
             }
             slot.count += 1;
-            done.push(sig);
+            done |= SignalSet::one(sig).bits();
         }
         Ok(())
     }

@@ -61,8 +61,8 @@ pub(crate) fn wake_fd() -> io::Result<i32> {
     }
     // SAFETY: eventfd returned a new descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // Callers hold the source lock, so no other thread races this set;
-    // were one to, the loser's descriptor is simply closed.
+    // The first call comes from a subscription, under the source lock;
+    // were two to race anyway, the loser's descriptor is simply closed.
     let fd = WAKE.get_or_init(|| fd).as_raw_fd();
     // Release: pairs with the Acquire load in `on_signal`, which then sees
     // an open descriptor.
