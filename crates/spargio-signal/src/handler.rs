@@ -103,3 +103,32 @@ pub(crate) fn discard(sig: i32) {
     // Relaxed: nothing else is published with the bit.
     ARRIVED.fetch_and(!SignalSet::one(sig).bits(), Ordering::Relaxed);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_handler_records_wakes_and_keeps_errno() {
+        let fd = wake_fd().unwrap();
+        // SAFETY: this thread's errno slot (see `on_signal`).
+        unsafe { *libc::__errno_location() = libc::ENOENT };
+        on_signal(libc::SIGUSR2);
+        on_signal(libc::SIGHUP);
+        // SAFETY: as above.
+        assert_eq!(unsafe { *libc::__errno_location() }, libc::ENOENT);
+        let got: Vec<i32> = take_arrived().iter().collect();
+        assert_eq!(got, vec![libc::SIGHUP, libc::SIGUSR2]);
+        assert_eq!(take_arrived(), SignalSet::default(), "taken once");
+        let mut count = [0u8; 8];
+        // SAFETY: reads 8 bytes into `count` from the eventfd, which holds
+        // a count of 2 (the two calls above), so the read does not block.
+        let n = unsafe { libc::read(fd, count.as_mut_ptr().cast(), 8) };
+        assert_eq!((n, u64::from_ne_bytes(count)), (8, 2));
+        on_signal(libc::SIGUSR1);
+        discard(libc::SIGUSR1);
+        assert_eq!(take_arrived(), SignalSet::default(), "discarded");
+        // SAFETY: as above, count 1.
+        unsafe { libc::read(fd, count.as_mut_ptr().cast(), 8) };
+    }
+}
