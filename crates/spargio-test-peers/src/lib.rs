@@ -199,8 +199,9 @@ pub fn available(peer: Peer) -> bool {
         );
     }
     if first {
-        // SAFETY: `summary` is an `extern "C" fn()` that never unwinds
-        // (it catches nothing that can panic: a poisoned lock is taken over).
+        // SAFETY: `summary` is the `extern "C" fn()` atexit takes; it
+        // reads only the static `STATE`, which outlives `main`, and being
+        // `extern "C"` it aborts rather than unwinds into libc if it panics.
         unsafe { libc::atexit(summary) };
     }
     false
