@@ -13,6 +13,10 @@
 //!   [`AsyncRead`](spargio::io::AsyncRead)/[`AsyncWrite`](spargio::io::AsyncWrite),
 //!   `futures_io`'s traits and, with the `tokio-io` feature, tokio's (so
 //!   hyper runs over them through `hyper_util::rt::TokioIo`).
+//! * **Read and write at once.** `split()` turns a stream into a
+//!   [`TlsReadHalf`] and a [`TlsWriteHalf`], each driven by its own task:
+//!   a read waiting for the peer never holds up a write, nor the other way
+//!   round (a proxy, a full-duplex protocol).
 //! * **Errors to match on.** A certificate rustls rejects (unknown CA,
 //!   wrong name, expired) is `InvalidData`; a [`HandshakeOptions`]
 //!   timeout is `TimedOut`; a bad server name is `InvalidInput`.
@@ -89,6 +93,7 @@ mod owned_io;
 mod pem;
 mod poll_io;
 mod provider;
+mod split;
 mod stream;
 #[cfg(feature = "tokio-io")]
 mod tokio_io;
@@ -102,6 +107,7 @@ use spargio::RuntimeHandle;
 pub use acceptor::TlsAcceptor;
 pub use connector::TlsConnector;
 pub use options::HandshakeOptions;
+pub use split::{TlsReadHalf, TlsReuniteError, TlsWriteHalf};
 pub use stream::{ClientTlsStream, ServerTlsStream};
 
 /// The rustls this crate is built on, for building configs by hand.

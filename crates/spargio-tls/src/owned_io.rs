@@ -19,7 +19,7 @@ use crate::stream::{ClientTlsStream, ServerTlsStream};
 
 /// `buf`'s whole capacity as an initialized slice: zeroes what is not
 /// initialized yet (without recording it as initialized).
-fn whole<B: IoBufMut>(buf: &mut B) -> &mut [u8] {
+pub(crate) fn whole<B: IoBufMut>(buf: &mut B) -> &mut [u8] {
     let (init, total) = (buf.bytes_init(), buf.bytes_total());
     let ptr = buf.stable_mut_ptr();
     if init < total {

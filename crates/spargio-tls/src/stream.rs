@@ -22,6 +22,8 @@ use rustls::{ClientConnection, ProtocolVersion, ServerConnection};
 use spargio::io::Compat;
 use spargio::net::TcpStream;
 
+use crate::split::{split, TlsReadHalf, TlsWriteHalf};
+
 /// The transport under the TLS streams.
 pub(crate) type Transport = Compat<TcpStream>;
 
@@ -31,14 +33,16 @@ pub(crate) type Transport = Compat<TcpStream>;
 /// (owned buffers), `futures_io::{AsyncRead, AsyncWrite}` and, with the
 /// `tokio-io` feature, `tokio::io::{AsyncRead, AsyncWrite}`. `close` /
 /// `shutdown` sends TLS `close_notify`, then shuts down the TCP write
-/// direction.
+/// direction. [`split`](ClientTlsStream::split) gives a read half and a
+/// write half for two tasks to drive at once.
 pub struct ClientTlsStream {
     pub(crate) inner: futures_rustls::client::TlsStream<Transport>,
 }
 
 /// The server side of a TLS connection (from [`TlsAcceptor`](crate::TlsAcceptor)).
 ///
-/// The same I/O traits as [`ClientTlsStream`].
+/// The same I/O traits as [`ClientTlsStream`], and the same
+/// [`split`](ServerTlsStream::split) into halves for two tasks.
 pub struct ServerTlsStream {
     pub(crate) inner: futures_rustls::server::TlsStream<Transport>,
 }
@@ -69,6 +73,62 @@ impl ClientTlsStream {
     /// The TLS version agreed.
     pub fn protocol_version(&self) -> Option<ProtocolVersion> {
         self.connection().protocol_version()
+    }
+
+    /// Splits the stream into a read half and a write half, each usable
+    /// from its own task at the same time; [`TlsReadHalf::reunite`] puts
+    /// them back together.
+    ///
+    /// The halves share the rustls session behind a lock held for one
+    /// poll, never across a wait: a read pending on the socket does not
+    /// hold up a write, and a write waiting for the socket to drain does
+    /// not hold up a read (see [`TlsReadHalf`] for how neither half's
+    /// wakeup is lost).
+    ///
+    /// ```
+    /// # spargio::block_on(spargio::run(|handle| async move {
+    /// use spargio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+    /// use spargio::net::TcpListener;
+    /// use spargio_tls::{TlsAcceptor, TlsConnector};
+    ///
+    /// let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    /// let (cert_pem, key_pem) = (cert.cert.pem(), cert.signing_key.serialize_pem());
+    /// let acceptor = TlsAcceptor::from_pem(cert_pem.as_bytes(), key_pem.as_bytes())?;
+    /// let listener = TcpListener::bind(&handle, "127.0.0.1:0").await?;
+    /// let addr = listener.local_addr()?;
+    ///
+    /// // Server: one task writes while this one reads.
+    /// let spawner = handle.clone();
+    /// let server = handle.spawn_stealable(async move {
+    ///     let (tcp, _) = listener.accept().await?;
+    ///     let (mut reader, mut writer) = acceptor.accept(tcp).await?.split();
+    ///     let greeter = spawner.spawn_stealable(async move {
+    ///         writer.write_all(&b"hello from the server"[..]).await.0?;
+    ///         writer.shutdown().await?; // close_notify
+    ///         std::io::Result::Ok(writer)
+    ///     }).unwrap();
+    ///     let (res, heard) = reader.read_to_end(Vec::new()).await;
+    ///     res?;
+    ///     let writer = greeter.await.unwrap()?;
+    ///     let _stream = reader.reunite(writer).unwrap();
+    ///     std::io::Result::Ok(heard)
+    /// }).unwrap();
+    ///
+    /// // Client: the halves from one task, one after the other.
+    /// let connector = TlsConnector::with_root_ca_pem(cert_pem.as_bytes())?;
+    /// let tls = connector.connect_socket_addr(&handle, addr, "localhost").await?;
+    /// let (mut reader, mut writer) = tls.split();
+    /// writer.write_all(&b"hello from the client"[..]).await.0?;
+    /// writer.shutdown().await?;
+    /// let (res, heard) = reader.read_to_end(Vec::new()).await;
+    /// res?;
+    /// assert_eq!(heard, b"hello from the server");
+    /// assert_eq!(server.await.unwrap()?, b"hello from the client");
+    /// # std::io::Result::Ok(())
+    /// # })).unwrap().unwrap();
+    /// ```
+    pub fn split(self) -> (TlsReadHalf<ClientTlsStream>, TlsWriteHalf<ClientTlsStream>) {
+        split(self)
     }
 }
 
@@ -116,6 +176,13 @@ impl ServerTlsStream {
     /// The host name the client sent (SNI), if any.
     pub fn server_name(&self) -> Option<&str> {
         self.connection().server_name()
+    }
+
+    /// Splits the stream into a read half and a write half, each usable
+    /// from its own task at the same time: as
+    /// [`ClientTlsStream::split`], whose example splits both sides.
+    pub fn split(self) -> (TlsReadHalf<ServerTlsStream>, TlsWriteHalf<ServerTlsStream>) {
+        split(self)
     }
 }
 
