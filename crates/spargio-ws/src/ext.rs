@@ -183,7 +183,7 @@ where
 }
 
 /// The close code that answers a refused frame, if the error is one.
-fn refusal_code(err: &WsError) -> Option<CloseCode> {
+pub(crate) fn refusal_code(err: &WsError) -> Option<CloseCode> {
     match err {
         WsError::Capacity(_) => Some(CloseCode::Size),
         WsError::Utf8(_) => Some(CloseCode::Invalid),
@@ -197,7 +197,7 @@ fn refusal_code(err: &WsError) -> Option<CloseCode> {
     }
 }
 
-fn refusal_reason(code: CloseCode) -> &'static str {
+pub(crate) fn refusal_reason(code: CloseCode) -> &'static str {
     match code {
         CloseCode::Size => "message too big",
         CloseCode::Invalid => "invalid UTF-8",

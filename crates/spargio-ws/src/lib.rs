@@ -21,6 +21,12 @@
 //! [`WsStreamExt`] adds `recv`, `send_message`, `ping` and `close_with`
 //! with `io::Error`s.
 //!
+//! * **Receiving and sending at once**: `ws.split()` gives a [`WsSender`]
+//!   and a [`WsReceiver`], each `Send` and driven by its own task (a
+//!   receive waiting for the peer never holds up a send, nor the other
+//!   way round); [`WsSenderExt`] and [`WsReceiverExt`] add the calls with
+//!   `io::Error`s, and `WsStream::reunite` puts the halves back.
+//!
 //! ```
 //! # spargio::block_on(spargio::run(|handle| async move {
 //! use spargio::net::TcpListener;
@@ -70,6 +76,7 @@ mod accept;
 mod connect;
 mod error;
 mod ext;
+mod halves;
 mod options;
 mod transport;
 
@@ -90,11 +97,53 @@ pub use async_tungstenite::WebSocketStream;
 pub use connect::WsConnector;
 pub use error::io_error;
 pub use ext::{WsStreamExt, REFUSAL_LINGER};
+pub use halves::{refusal_close_frame, WsReceiver, WsReceiverExt, WsSender, WsSenderExt};
 pub use options::{WsOptions, DEFAULT_HANDSHAKE_TIMEOUT};
 pub use transport::WsTransport;
 
 /// A WebSocket connection: async-tungstenite's stream over a
 /// [`WsTransport`] (plain TCP or TLS).
+///
+/// `split()` gives a [`WsSender`] and a [`WsReceiver`] for two tasks to
+/// drive at once (the halves share the stream behind a lock held for one
+/// poll, and a wakeup meant for either reaches it: see [`WsReceiver`]),
+/// and `WsStream::reunite(sender, receiver)` puts them back together.
+///
+/// ```
+/// # spargio::block_on(spargio::run(|handle| async move {
+/// use spargio::net::TcpListener;
+/// use spargio_ws::{CloseCode, Message, WsReceiverExt, WsSenderExt, WsStream, WsStreamExt};
+///
+/// let listener = TcpListener::bind(&handle, "127.0.0.1:0").await.unwrap();
+/// let url = format!("ws://{}/", listener.local_addr().unwrap());
+/// let server = handle.spawn_stealable(async move {
+///     let (tcp, _) = listener.accept().await.unwrap();
+///     let mut ws = spargio_ws::accept(tcp).await.unwrap();
+///     while let Some(msg) = ws.recv().await.unwrap() {
+///         if msg.is_text() {
+///             ws.send_message(msg).await.unwrap();
+///         }
+///     }
+/// }).unwrap();
+///
+/// let (ws, _) = spargio_ws::connect(&handle, url.as_str()).await.unwrap();
+/// let (mut sender, mut receiver) = ws.split();
+/// // One task sends while this one receives.
+/// let sending = handle.spawn_stealable(async move {
+///     for i in 0..3 {
+///         sender.send_message(Message::text(format!("tick {i}"))).await.unwrap();
+///     }
+///     sender
+/// }).unwrap();
+/// for i in 0..3 {
+///     assert_eq!(receiver.recv().await.unwrap(), Some(Message::text(format!("tick {i}"))));
+/// }
+/// let sender = sending.await.unwrap();
+/// let mut ws = WsStream::reunite(sender, receiver).unwrap();
+/// ws.close_with(CloseCode::Normal, "done").await.unwrap();
+/// server.await.unwrap();
+/// # })).unwrap();
+/// ```
 pub type WsStream<S = WsTransport> = WebSocketStream<S>;
 
 /// The server's answer to a client's upgrade request.
