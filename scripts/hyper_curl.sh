@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Serves HTTP with hyper on spargio (examples/hyper_server.rs) and checks it
+# Serves HTTP with hyper on spargio (crates/spargio-http/examples/hyper_server.rs) and checks it
 # with curl, a client that shares nothing with spargio. Usage:
 #   scripts/hyper_curl.sh [port] [requests]
 set -euo pipefail
@@ -8,7 +8,7 @@ port="${1:-18080}"
 requests="${2:-50}"
 command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 0; }
 
-cargo build --release -q -p spargio --features tokio-io --example hyper_server
+cargo build --release -q -p spargio-http --example hyper_server
 target/release/examples/hyper_server serve "$port" &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
