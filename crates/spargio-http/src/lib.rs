@@ -33,3 +33,8 @@ pub use client::{Client, ClientBuilder};
 pub use server::{
     hyper_service, serve, BoxError, HyperService, PeerAddr, Serve, WithGracefulShutdown,
 };
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -14,10 +14,10 @@ use spargio::{RuntimeHandle, ShardCtx};
 /// # spargio::block_on(spargio::run(|handle| async move {
 /// use hyper::rt::Executor as _;
 ///
-/// let (tx, rx) = std::sync::mpsc::channel();
-/// spargio_http::rt::Executor::new(&handle).execute(async move { tx.send(7).unwrap() });
-/// # spargio::time::sleep(std::time::Duration::from_millis(20)).await;
-/// assert_eq!(rx.try_recv().unwrap(), 7);
+/// let ran = spargio::CancellationToken::new();
+/// let flag = ran.clone();
+/// spargio_http::rt::Executor::new(&handle).execute(async move { flag.cancel() });
+/// ran.cancelled().await; // the spawned future ran
 /// # })).unwrap();
 /// ```
 #[derive(Clone, Debug)]

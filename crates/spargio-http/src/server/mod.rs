@@ -71,11 +71,13 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// ```no_run
 /// use axum::{routing::get, Router};
 ///
-/// #[spargio::main]
-/// async fn main() -> std::io::Result<()> {
-///     let app = Router::new().route("/", get(|| async { "hello from spargio\n" }));
-///     let listener = spargio::net::TcpListener::bind(spargio::ShardCtx::current().unwrap().handle(), "127.0.0.1:3000").await?;
-///     spargio_http::serve(listener, app).await
+/// fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+///     spargio::block_on(spargio::run(|handle| async move {
+///         let app = Router::new().route("/", get(|| async { "hello from spargio\n" }));
+///         let listener = spargio::net::TcpListener::bind(&handle, "127.0.0.1:3000").await?;
+///         spargio_http::serve(listener, app).await
+///     }))??;
+///     Ok(())
 /// }
 /// ```
 pub fn serve<S>(listener: TcpListener, service: S) -> Serve<S> {
