@@ -187,6 +187,9 @@ pub struct ShardStats {
     pub ring: RingFeatures,
     /// Timers armed in this shard's wheel and not yet fired.
     pub timers_armed: usize,
+    /// Tasks homed on this shard that have not ended (spawned, not yet
+    /// completed, cancelled or aborted).
+    pub live_tasks: usize,
     /// Timer slots the wheel's storage holds (it shrinks back after a
     /// storm of timers is gone).
     pub timer_capacity: usize,
@@ -250,6 +253,11 @@ impl RuntimeStats {
         self.pending_native_ops_by_shard
             .push(shard.pending_native_ops);
         self.shards.push(shard);
+    }
+
+    /// Tasks that have not ended, over all shards.
+    pub fn live_tasks(&self) -> usize {
+        self.shards.iter().map(|s| s.live_tasks).sum()
     }
 
     /// Sum of the inbox depths.

@@ -200,3 +200,35 @@ fn native_ops_count_their_route() {
         "direct submissions are local ones"
     );
 }
+
+#[test]
+fn live_tasks_counts_tasks_until_they_end() {
+    let rt = common::runtime(2);
+    let h = rt.handle();
+    assert_eq!(h.stats_snapshot().live_tasks(), 0);
+    let waiting: Vec<_> = (0..2)
+        .map(|shard| {
+            h.spawn_pinned(shard, async { std::future::pending::<()>().await })
+                .unwrap()
+        })
+        .collect();
+    let stats = h.stats_snapshot();
+    assert_eq!(stats.live_tasks(), 2);
+    assert_eq!(
+        stats
+            .shards
+            .iter()
+            .map(|s| s.live_tasks)
+            .collect::<Vec<_>>(),
+        vec![1, 1]
+    );
+    for task in &waiting {
+        task.abort();
+    }
+    wait_until("aborted tasks end", || h.stats_snapshot().live_tasks() == 0);
+    let done = h.spawn_stealable(async { 1 }).unwrap();
+    assert_eq!(block_on(done).unwrap(), 1);
+    wait_until("a finished task ends", || {
+        h.stats_snapshot().live_tasks() == 0
+    });
+}

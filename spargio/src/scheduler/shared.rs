@@ -238,6 +238,7 @@ impl Shared {
             let view = ShardStats {
                 timers_armed,
                 timer_capacity,
+                live_tasks: shard.registry.len(),
                 queue_depth: shard.stealable_backlog(),
                 command_depth: shard.inbox.len(),
                 pending_native_ops: shard.ops.pending(),

@@ -74,6 +74,11 @@ impl<V: Clone> Registry<V> {
         }
     }
 
+    /// Tasks registered and not yet ended.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().tasks.len()
+    }
+
     pub(crate) fn waker(&self, key: usize) -> Option<V> {
         self.lock().tasks.get(key).cloned()
     }

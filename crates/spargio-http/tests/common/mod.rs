@@ -187,6 +187,18 @@ impl TestServer {
             .unwrap()
             .recv_timeout(HANG)
             .expect("server did not stop");
+        // Every task the server spawned (connections, HTTP/2 streams,
+        // the serve task itself) has ended.
+        let handle = self.rt.as_ref().unwrap().handle();
+        let deadline = std::time::Instant::now() + HANG;
+        while handle.stats_snapshot().live_tasks() > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "tasks left after the server stopped: {}",
+                handle.stats_snapshot().live_tasks()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         drop(self.rt.take());
         res
     }
