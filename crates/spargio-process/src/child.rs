@@ -13,15 +13,18 @@
 //! 4. Drop, if the child was not reaped: with `kill_on_drop`, `SIGKILL`
 //!    first. Then a detached reaper task waits for it on the ring, so it
 //!    does not stay a zombie (best effort while the runtime lives: the
-//!    task is dropped with the runtime). If the runtime refuses the task,
-//!    or drops it unfinished, a killed child is reaped with a blocking
-//!    `waitid` there and then (`SIGKILL` makes that prompt); a child not
-//!    killed is left to run and reaped only if it already exited.
+//!    task is dropped with the runtime). The drop itself never blocks. If
+//!    the runtime refuses the task, or drops it unfinished, a child the
+//!    kill reached is reaped there and then: a wait on its pidfd, outside
+//!    the status lock and bounded by `KILLED_REAP_GRACE` (`SIGKILL` makes
+//!    it prompt). A child not killed, or whose kill was refused (`EPERM`),
+//!    is left to run and reaped only if it already exited, as tokio
+//!    leaves a child that `kill_on_drop` did not cover.
 
 use std::io;
 use std::process::{Command, ExitStatus, Output};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use spargio::io::AsyncReadExt;
 use spargio::{RuntimeHandle, UringNativeAny};
@@ -251,15 +254,15 @@ impl Drop for ChildHandle {
         if self.proc.status().is_some() {
             return;
         }
-        if self.kill_on_drop {
-            let _ = self.proc.signal(libc::SIGKILL);
-        }
+        // A refused kill (`EPERM`: the child changed its uid) counts as
+        // no kill: the child runs on, and nothing may wait for its exit.
+        let killed = self.kill_on_drop && self.proc.signal(libc::SIGKILL).is_ok();
         if let Ok(Some(_)) = self.proc.try_reap() {
             return;
         }
         let reaper = Reaper {
             proc: self.proc.clone(),
-            killed: self.kill_on_drop,
+            killed,
         };
         let native = self.native.clone();
         // On error the future, and so the `Reaper`, is dropped: its drop
@@ -271,10 +274,17 @@ impl Drop for ChildHandle {
     }
 }
 
+/// How long a dropped handle's reap may block for a child it killed, when
+/// the runtime is gone. `SIGKILL` usually ends a child within
+/// milliseconds; one stuck in an uninterruptible sleep is left behind
+/// rather than holding a shutdown for good.
+const KILLED_REAP_GRACE: Duration = Duration::from_secs(2);
+
 /// Owned by a detached reaper task; covers the task never finishing.
 struct Reaper {
     proc: Arc<Proc>,
-    /// `SIGKILL` was sent: a blocking reap is prompt.
+    /// `SIGKILL` was accepted for the child, so its exit is imminent and
+    /// a short blocking reap is worth it. False if the kill was refused.
     killed: bool,
 }
 
@@ -284,7 +294,7 @@ impl Drop for Reaper {
             return;
         }
         if self.killed {
-            let _ = self.proc.reap_blocking();
+            let _ = self.proc.reap_killed(KILLED_REAP_GRACE);
         } else {
             let _ = self.proc.try_reap();
         }

@@ -61,8 +61,10 @@
 //!   `SIGCHLD` to `SIG_IGN`, or calls `waitpid(-1, ..)`, takes the exit
 //!   statuses away, and waits then fail with `ECHILD`.
 //! * Background reaping of dropped handles lasts as long as the runtime:
-//!   a child still running when the runtime shuts down (and not killed on
-//!   drop) stays a zombie after it exits, until this process exits.
+//!   a child still running when the runtime shuts down (not killed on
+//!   drop, or its kill refused, e.g. `EPERM` for a child that became
+//!   another user) stays a zombie after it exits, until this process
+//!   exits. Neither a drop nor a shutdown waits for such a child.
 //!
 //! [spargio]: https://docs.rs/spargio
 

@@ -20,6 +20,14 @@
 //!    awaiting it was dropped, calls [`Proc::try_reap`], which reaps and
 //!    records the status in the slot the `ChildHandle` shares.
 //! 4. The waiter loops to step 1 and finds the status in the slot.
+//! 5. A ring wait that fails reads the slot before it reports the error.
+//!    Two ring ops can be armed at once (a dropped `wait()` whose cancel
+//!    has not landed, and the next one), each on its own ring: the exit
+//!    wakes both, the first decoder reaps, and when the other ring's op
+//!    looks again the child is gone, so it completes with `ECHILD` (so
+//!    does an op that reaches the kernel after a reap). The reap recorded
+//!    the status under the lock before anyone could see `ECHILD`, so the
+//!    slot has it.
 //!
 //! Why not let the ring op reap (no `WNOWAIT`)? Because there may be two
 //! waiters at once: a `wait()` future dropped while its op is still being
@@ -27,7 +35,8 @@
 //! reaping, the loser gets `ECHILD` while the winner's decoder may not have
 //! recorded the status yet. With `WNOWAIT` every reap happens in
 //! `try_reap`, under the slot's lock, which checks the slot first: exactly
-//! one reap, and everyone after it reads the slot. The price is one
+//! one reap, and everyone after it reads the slot (step 5 covers a ring op
+//! that looks after the reap). The price is one
 //! non-blocking `waitid` per child.
 //!
 //! # Older kernels
@@ -44,6 +53,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use spargio::extension::io_uring::{opcode, types};
 use spargio::{NativeFd, UringCqe, UringNativeAny};
@@ -99,16 +109,40 @@ impl Proc {
         self.reap(libc::WNOHANG)
     }
 
-    /// Reaps the child, blocking the thread until it exits. Only for a
-    /// child that was sent `SIGKILL` and must not be left a zombie when
-    /// there is no runtime left to wait on.
-    pub(crate) fn reap_blocking(&self) -> io::Result<ExitStatus> {
+    /// Reaps a child that was sent `SIGKILL` when there is no runtime left
+    /// to wait on: blocks the thread until it exits, but at most `grace`
+    /// (a kill that has not acted by then, e.g. a child stuck in an
+    /// uninterruptible sleep, must not hold the caller for good); `None`
+    /// if it still runs. The wait is a `poll` on the pidfd *outside* the
+    /// status lock, so nothing else holding this `Proc` (a ring op's
+    /// decoder on a shard, `status`, `signal`) waits behind it; the reap
+    /// itself is `try_reap`'s, under the lock, as every reap is.
+    pub(crate) fn reap_killed(&self, grace: Duration) -> io::Result<Option<ExitStatus>> {
+        let deadline = Instant::now() + grace;
         loop {
-            match self.reap(0) {
-                Ok(Some(status)) => return Ok(status),
-                Ok(None) => continue,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+            if let Some(status) = self.try_reap()? {
+                return Ok(Some(status));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            let mut pollfd = libc::pollfd {
+                fd: self.pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // Rounded up, so a sub-millisecond rest still waits.
+            let ms = libc::c_int::try_from(left.as_millis() + 1).unwrap_or(libc::c_int::MAX);
+            // SAFETY: `pollfd` is one valid, writable `pollfd` (count 1);
+            // the pidfd is open (owned by `self`). A pidfd reads ready
+            // once the process has exited.
+            let rc = unsafe { libc::poll(&mut pollfd, 1, ms) };
+            if rc < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() != io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
             }
         }
     }
@@ -189,13 +223,17 @@ pub(crate) fn exit_status(si_code: libc::c_int, si_status: libc::c_int) -> ExitS
 }
 
 /// Waits on the ring until the child has exited, and reaps it (module
-/// docs, steps 1 to 4).
+/// docs, steps 1 to 5).
 pub(crate) async fn wait(native: &UringNativeAny, proc: &Arc<Proc>) -> io::Result<ExitStatus> {
     loop {
         if let Some(status) = proc.try_reap()? {
             return Ok(status);
         }
-        exited(native, proc).await?;
+        if let Err(err) = exited(native, proc).await {
+            // Step 5: another waiter may have reaped after our `try_reap`
+            // (the kernel then says `ECHILD`); its status is in the slot.
+            return proc.status().ok_or(err);
+        }
     }
 }
 
@@ -273,6 +311,7 @@ fn poll_on_ring(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
 
     #[test]
     fn statuses_decode_like_waitpid() {
@@ -296,6 +335,126 @@ mod tests {
             .spawn()
             .expect("spawn");
         Arc::new(Proc::open(child.id()).expect("pidfd_open"))
+    }
+
+    /// Runs `f` on its own thread; fails the test if it does not finish
+    /// within a minute (a hang bound, not a performance assertion).
+    fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("hung (or panicked)")
+    }
+
+    /// Two waits in flight at once on two rings, as a dropped `wait()`
+    /// whose op is still armed and the next `wait()` are: the exit wakes
+    /// both ops, the first decoder reaps, and the other ring's op then
+    /// finds no child and completes with `ECHILD`. Both must report the
+    /// recorded status.
+    #[test]
+    fn two_waits_on_two_rings_both_report_the_status() {
+        const ROUNDS: usize = 100;
+        let failures = bounded(|| {
+            let rt = spargio::Runtime::builder().shards(2).build().unwrap();
+            let h = rt.handle();
+            let mut failures = Vec::new();
+            for _ in 0..ROUNDS {
+                let proc = spawn_proc(&["sleep", "3600"]);
+                let (armed_tx, armed_rx) = std::sync::mpsc::channel();
+                let waits: Vec<_> = (0..2)
+                    .map(|shard| {
+                        let native = h.uring_native_unbound();
+                        let (proc, armed) = (proc.clone(), armed_tx.clone());
+                        let waiting = async move {
+                            let mut waiting = std::pin::pin!(wait(&native, &proc));
+                            // One poll puts the op on this shard's ring
+                            // (the least loaded, ties to the caller).
+                            let first = std::future::poll_fn(|cx| {
+                                std::task::Poll::Ready(waiting.as_mut().poll(cx))
+                            })
+                            .await;
+                            armed.send(()).unwrap();
+                            match first {
+                                std::task::Poll::Ready(out) => out,
+                                std::task::Poll::Pending => waiting.await,
+                            }
+                        };
+                        h.spawn_pinned(shard, waiting).unwrap()
+                    })
+                    .collect();
+                armed_rx.recv().unwrap();
+                armed_rx.recv().unwrap();
+                proc.signal(libc::SIGKILL).unwrap();
+                for waiting in waits {
+                    let out = spargio::block_on(waiting).unwrap();
+                    if out.as_ref().ok().and_then(|s| s.signal()) != Some(libc::SIGKILL) {
+                        failures.push(out.map_err(|e| e.raw_os_error()));
+                    }
+                }
+            }
+            failures
+        });
+        assert!(
+            failures.is_empty(),
+            "{} waits of {}: {failures:?}",
+            failures.len(),
+            2 * ROUNDS
+        );
+    }
+
+    /// The reap a dropped, killed child gets when no runtime is left must
+    /// not hold the status lock while it waits for the exit: every other
+    /// holder of the `Proc` (a ring op's decoder on a shard, `signal`,
+    /// `status`) would block behind it for as long as the child lives.
+    #[test]
+    fn a_blocking_reap_does_not_hold_the_lock_while_it_waits() {
+        let proc = spawn_proc(&["sleep", "3600"]);
+        let pid = proc.pid() as libc::pid_t;
+        let reaping = proc.clone();
+        // The child has not died yet (a kill that is slow to act, or did
+        // not act at all).
+        let (reaper_tx, reaper_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = reaper_tx.send(reaping.reap_killed(Duration::from_secs(60)));
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let probe = proc.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(probe.try_reap().map_err(|e| e.raw_os_error()));
+        });
+        let probed = rx.recv_timeout(std::time::Duration::from_secs(10));
+        // SAFETY: `pid` is our unreaped child (its pidfd is open in
+        // `proc`), so the pid cannot name another process.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        assert_eq!(probed, Ok(Ok(None)), "try_reap blocked behind the reap");
+        let reaped = reaper_rx.recv_timeout(std::time::Duration::from_secs(60));
+        let signal = reaped.ok().and_then(Result::ok).flatten();
+        assert_eq!(signal.and_then(|s| s.signal()), Some(libc::SIGKILL));
+        assert_eq!(proc.status(), signal, "recorded in the slot");
+    }
+
+    /// A kill that has not acted within the grace leaves the child to
+    /// run: the reap gives up, reaps nothing, records nothing.
+    #[test]
+    fn a_blocking_reap_gives_up_after_its_grace() {
+        let proc = spawn_proc(&["sleep", "3600"]);
+        let pid = proc.pid() as libc::pid_t;
+        let reaping = proc.clone();
+        let reaped = bounded(move || {
+            reaping
+                .reap_killed(Duration::from_millis(20))
+                .map_err(|e| e.raw_os_error())
+        });
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+        assert_eq!(proc.reap_killed(Duration::ZERO).unwrap(), None);
+        proc.signal(libc::SIGKILL).unwrap();
+        let status = bounded(move || proc.reap_killed(Duration::from_secs(60)).unwrap());
+        assert_eq!(reaped, Ok(None));
+        assert!(state.is_ok_and(|s| !s.contains(") Z ")), "still running");
+        assert_eq!(status.and_then(|s| s.signal()), Some(libc::SIGKILL));
     }
 
     /// The fallback path, forced: a poll on the pidfd, then the reap.
