@@ -79,6 +79,24 @@ fn h2c_prior_knowledge_multiplexes() {
         for (i, t) in tasks.into_iter().enumerate() {
             assert_eq!(t.await.unwrap(), pattern(1000 + i));
         }
+        // The streams of one HTTP/2 connection run on its shard: 32
+        // concurrent requests over the pooled connection all answer from
+        // the same shard.
+        let mut shards = Vec::new();
+        let calls: Vec<_> = (0..32)
+            .map(|_| {
+                let (client, url) = (client.clone(), format!("{base}/shard"));
+                handle
+                    .spawn_stealable(async move {
+                        body_bytes(client.get(url).await.unwrap()).await.unwrap()
+                    })
+                    .unwrap()
+            })
+            .collect();
+        for call in calls {
+            shards.push(call.await.unwrap());
+        }
+        assert!(shards.windows(2).all(|w| w[0] == w[1]), "{shards:?}");
     });
     server.stop().unwrap();
 }

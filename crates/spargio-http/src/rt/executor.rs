@@ -4,8 +4,8 @@ use std::future::Future;
 
 use spargio::{RuntimeHandle, ShardCtx};
 
-/// hyper's executor: spawns each future stealable, preferring the shard
-/// that spawns it (module docs).
+/// hyper's executor: spawns each future pinned to the shard that spawns
+/// it, or stealable when spawned off the runtime (module docs).
 ///
 /// A future spawned after the runtime shut down is dropped (hyper then
 /// sees its channel close and ends the connection).
@@ -44,7 +44,7 @@ where
             .filter(|ctx| ctx.handle().same_runtime(&self.handle))
             .map(|ctx| ctx.shard_id());
         let _ = match here {
-            Some(shard) => self.handle.spawn_stealable_on(shard, fut),
+            Some(shard) => self.handle.spawn_pinned(shard, fut),
             None => self.handle.spawn_stealable(fut),
         };
     }

@@ -4,6 +4,8 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use spargio::io::Compat;
@@ -155,12 +157,23 @@ tls_transport!(ServerTlsStream);
 #[derive(Debug)]
 pub struct Io<T> {
     inner: T,
+    /// Set when the first bytes read are HTTP/2's connection preface.
+    h2: Option<Arc<AtomicBool>>,
 }
+
+/// The first bytes of HTTP/2's connection preface.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
 impl<T: Transport> Io<T> {
     /// Wraps `inner`.
     pub fn new(inner: T) -> Io<T> {
-        Io { inner }
+        Io { inner, h2: None }
+    }
+
+    /// A flag set once the peer's first bytes are HTTP/2's preface (the
+    /// server uses it to tell HTTP/2 from HTTP/1.1 on plain TCP).
+    pub(crate) fn h2_flag(&mut self) -> Arc<AtomicBool> {
+        self.h2.get_or_insert_with(Arc::default).clone()
     }
 
     /// The transport.
@@ -188,9 +201,19 @@ impl<T: Transport> hyper::rt::Read for Io<T> {
         // SAFETY: `poll_read_uninit` only writes initialized bytes into
         // the unfilled part and never de-initializes any of it.
         let unfilled = unsafe { buf.as_mut() };
-        let n = ready!(self.get_mut().inner.poll_read_uninit(cx, unfilled))?;
-        // SAFETY: on `Ok(n)` the first `n` bytes of the unfilled part
-        // were written (the `Transport` contract).
+        let this = self.get_mut();
+        let n = ready!(this.inner.poll_read_uninit(cx, unfilled))?;
+        if let Some(flag) = this.h2.take() {
+            // SAFETY: on `Ok(n)` the first `n` bytes of the unfilled part
+            // were written (the `Transport` contract).
+            let first = unsafe { std::slice::from_raw_parts(unfilled.as_ptr().cast::<u8>(), n) };
+            // The preface arrives whole in practice; a first read shorter
+            // than its prefix counts as HTTP/1.1 (only batching differs).
+            if first.starts_with(H2_PREFACE) {
+                flag.store(true, Ordering::Relaxed);
+            }
+        }
+        // SAFETY: as above.
         unsafe { buf.advance(n) };
         Poll::Ready(Ok(()))
     }

@@ -3,6 +3,7 @@
 
 use std::future::{poll_fn, Future};
 use std::pin::pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 
@@ -76,7 +77,7 @@ pub(crate) async fn serve_connection<S, B>(
 
 async fn drive<T, S, B>(
     builder: &auto::Builder<Executor>,
-    io: Io<T>,
+    mut io: Io<T>,
     service: TowerToHyperService<AddPeer<S>>,
     guard: &mut ConnGuard,
 ) where
@@ -88,8 +89,10 @@ async fn drive<T, S, B>(
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
+    let h2 = io.h2_flag();
     let mut conn = pin!(builder.serve_connection_with_upgrades(io, service));
     let mut shutting_down = false;
+    let mut deferred = false;
     poll_fn(|cx| {
         let (draining, aborted) = guard.poll_flags(cx);
         if aborted {
@@ -98,6 +101,16 @@ async fn drive<T, S, B>(
         if draining && !shutting_down {
             shutting_down = true;
             conn.as_mut().graceful_shutdown();
+        }
+        // HTTP/2: a stream task that finishes its response wakes this task
+        // while it runs, which would run this task next and write that one
+        // response alone. Going to the back of the queue once per wake lets
+        // the other ready streams finish first: their responses go out in
+        // one write.
+        if h2.load(Ordering::Relaxed) && !std::mem::take(&mut deferred) {
+            deferred = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
         }
         conn.as_mut().poll(cx).map(|_| ())
     })

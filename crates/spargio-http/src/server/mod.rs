@@ -12,8 +12,14 @@
 //!   shard, where its socket's operations run; hyper's auto builder
 //!   answers HTTP/1.1 and HTTP/2 on the same port (HTTP/2 by prior
 //!   knowledge on plain TCP, by ALPN `h2` over TLS). HTTP/2 streams run
-//!   as stealable tasks started on the connection's shard
-//!   ([`rt::Executor`](crate::rt::Executor)).
+//!   as tasks pinned to the connection's shard
+//!   ([`rt::Executor`](crate::rt::Executor)), queued behind each other:
+//!   an HTTP/2 connection that a finishing stream wakes goes to the back
+//!   of the queue once, so the streams ready with it finish first and
+//!   their responses leave in one write (one `send` per batch, not per
+//!   response). A handler with heavy CPU work should move that work to a
+//!   stealable task (`spawn_stealable`) or the blocking pool; connections
+//!   themselves are spread over the shards.
 //! * **Limits, on by default.** At most `max_connections` (10,000)
 //!   connections at once: beyond it the server stops accepting (new
 //!   connections wait in the listen backlog) until one ends. A client has

@@ -112,6 +112,10 @@ pub fn app(state: AppState) -> Router {
             get(|Path(len): Path<usize>| async move { pattern(len) }),
         )
         .route("/echo", post(|body: axum::body::Bytes| async move { body }))
+        .route(
+            "/shard",
+            get(|| async { spargio::ShardCtx::current().unwrap().shard_id().to_string() }),
+        )
         .with_state(state)
 }
 
