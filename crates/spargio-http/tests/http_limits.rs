@@ -323,3 +323,51 @@ fn raw_h2_get(addr: std::net::SocketAddr) -> bool {
     }
     false
 }
+
+/// An HTTP/2 connection with no stream open for the header-read timeout
+/// gets GOAWAY, then is closed.
+#[test]
+fn idle_http2_connection_gets_goaway_and_is_closed() {
+    use h2raw::*;
+    let _serial = serial();
+    let server = TestServer::start(|s| s.header_read_timeout(Some(Duration::from_millis(300))));
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.set_read_timeout(Some(HANG)).unwrap();
+    let mut out = PREFACE.to_vec();
+    out.extend(frame(SETTINGS, 0, 0, &[]));
+    out.extend(frame(HEADERS, END_HEADERS | END_STREAM, 1, &get_headers()));
+    s.write_all(&out).unwrap();
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut acked = false;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+        }
+        if !acked && frames(&all).any(|(k, _)| k == SETTINGS) {
+            acked = true;
+            let _ = s.write_all(&frame(SETTINGS, ACK, 0, &[]));
+        }
+    }
+    let kinds: Vec<u8> = frames(&all).map(|(k, _)| k).collect();
+    assert!(kinds.contains(&HEADERS), "no response: {kinds:?}");
+    assert!(kinds.contains(&GOAWAY), "closed without GOAWAY: {kinds:?}");
+    still_serves(&server);
+    server.stop().unwrap();
+}
+
+/// The header-read timeout does not cut a request being served longer
+/// than the timeout, nor the response streaming afterwards.
+#[test]
+fn a_slow_response_outlives_the_header_read_timeout() {
+    let _serial = serial();
+    let server = TestServer::start(|s| s.header_read_timeout(Some(Duration::from_millis(200))));
+    let out = raw_exchange(
+        server.addr,
+        b"GET /slow/900 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert!(status_line(&out).starts_with("HTTP/1.1 200"), "{out:?}");
+    assert!(out.ends_with(b"slept 900"));
+    server.stop().unwrap();
+}

@@ -16,7 +16,8 @@ use spargio::net::TcpStream;
 use spargio_tls::{HandshakeOptions, TlsAcceptor};
 
 use super::hub::ConnGuard;
-use super::service::AddPeer;
+use super::idle::{ConnState, EXPIRE_NONE, EXPIRE_NOW};
+use super::service::ConnService;
 use super::BoxError;
 use crate::rt::{Executor, Io, Transport};
 
@@ -27,6 +28,8 @@ pub(crate) struct Shared {
     pub(crate) h2: auto::Builder<Executor>,
     pub(crate) tls: Option<(TlsAcceptor, HandshakeOptions)>,
     pub(crate) connect_info: bool,
+    /// `header_read_timeout`, enforced by the hub's sweeper (`idle.rs`).
+    pub(crate) idle_timeout: bool,
 }
 
 /// Serves one connection until it ends, the server aborts, or (draining)
@@ -35,6 +38,7 @@ pub(crate) async fn serve_connection<S, B>(
     shared: Arc<Shared>,
     stream: TcpStream,
     service: S,
+    state: Option<Arc<ConnState>>,
     mut guard: ConnGuard,
 ) where
     S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
@@ -50,9 +54,10 @@ pub(crate) async fn serve_connection<S, B>(
     } else {
         None
     };
-    let service = TowerToHyperService::new(AddPeer {
+    let service = TowerToHyperService::new(ConnService {
         inner: service,
         peer,
+        state,
     });
     match &shared.tls {
         None => {
@@ -78,7 +83,7 @@ pub(crate) async fn serve_connection<S, B>(
 async fn drive<T, S, B>(
     builder: &auto::Builder<Executor>,
     mut io: Io<T>,
-    service: TowerToHyperService<AddPeer<S>>,
+    service: TowerToHyperService<ConnService<S>>,
     guard: &mut ConnGuard,
 ) where
     T: Transport,
@@ -94,11 +99,16 @@ async fn drive<T, S, B>(
     let mut shutting_down = false;
     let mut deferred = false;
     poll_fn(|cx| {
-        let (draining, aborted) = guard.poll_flags(cx);
-        if aborted {
+        let flags = guard.poll_flags(cx);
+        let is_h2 = h2.load(Ordering::Relaxed);
+        // Idle timeout: HTTP/1.1 closes at once (as hyper's own header
+        // timeout does); HTTP/2 gets GOAWAY first, then is closed if the
+        // sweeper finds it still quiet.
+        let expired_now = flags.expire == EXPIRE_NOW || (flags.expire != EXPIRE_NONE && !is_h2);
+        if flags.aborted || expired_now {
             return Poll::Ready(());
         }
-        if draining && !shutting_down {
+        if (flags.draining || flags.expire != EXPIRE_NONE) && !shutting_down {
             shutting_down = true;
             conn.as_mut().graceful_shutdown();
         }
@@ -107,7 +117,7 @@ async fn drive<T, S, B>(
         // response alone. Going to the back of the queue once per wake lets
         // the other ready streams finish first: their responses go out in
         // one write.
-        if h2.load(Ordering::Relaxed) && !std::mem::take(&mut deferred) {
+        if is_h2 && !std::mem::take(&mut deferred) {
             deferred = true;
             cx.waker().wake_by_ref();
             return Poll::Pending;
@@ -125,8 +135,8 @@ async fn watch<F: Future + Unpin>(
     stop_on_drain: bool,
 ) -> Option<F::Output> {
     poll_fn(|cx| {
-        let (draining, aborted) = guard.poll_flags(cx);
-        if aborted || (stop_on_drain && draining) {
+        let flags = guard.poll_flags(cx);
+        if flags.aborted || (stop_on_drain && flags.draining) {
             return Poll::Ready(None);
         }
         std::pin::Pin::new(&mut fut).poll(cx).map(Some)

@@ -46,6 +46,7 @@
 
 mod conn;
 mod hub;
+mod idle;
 mod service;
 
 use std::fmt;
@@ -312,9 +313,11 @@ where
 fn builders(config: &Config, executor: &Executor, timer: &Timer) -> conn::Shared {
     let make = |protocols: Protocols| {
         let mut b = auto::Builder::new(executor.clone());
+        // hyper's own header timeout arms a timer per request; the
+        // server's sweeper enforces `header_read_timeout` instead (idle.rs).
         b.http1()
             .timer(timer.clone())
-            .header_read_timeout(config.header_read_timeout)
+            .header_read_timeout(None)
             .max_buf_size(config.max_header_bytes);
         let mut h2 = b.http2();
         h2.timer(timer.clone())
@@ -342,6 +345,7 @@ fn builders(config: &Config, executor: &Executor, timer: &Timer) -> conn::Shared
         h2: make(Protocols::Http2),
         tls,
         connect_info: config.connect_info,
+        idle_timeout: config.header_read_timeout.is_some(),
     }
 }
 
@@ -372,6 +376,20 @@ where
         &Timer::new(&handle),
     ));
     let hub = Arc::new(hub::Hub::default());
+    let sweeper = match config.header_read_timeout {
+        Some(timeout) => {
+            let (hub, every) = (hub.clone(), timeout / idle::STRIKES);
+            let h = handle.clone();
+            let sweep = async move {
+                loop {
+                    h.sleep(every).await;
+                    hub.sweep();
+                }
+            };
+            handle.spawn_stealable(sweep).ok().map(AbortOnDrop)
+        }
+        None => None,
+    };
     let mut incoming = listener.incoming_round_robin()?;
     let mut signal = std::pin::pin!(signal);
     loop {
@@ -390,9 +408,11 @@ where
         match event {
             Event::Shutdown => break,
             Event::Accepted(Ok(stream)) => {
-                let guard = hub.enter();
+                let state = shared.idle_timeout.then(Arc::default);
+                let guard = hub.enter(state.clone());
                 let placement = TaskPlacement::Pinned(stream.session_shard());
-                let task = conn::serve_connection(shared.clone(), stream, service.clone(), guard);
+                let task =
+                    conn::serve_connection(shared.clone(), stream, service.clone(), state, guard);
                 // Fails only when the runtime is shutting down; the task
                 // (and with it the stream and the guard) is dropped.
                 if handle.spawn_with_placement(placement, task).is_err() {
@@ -421,7 +441,17 @@ where
         hub.abort();
         poll_fn(|cx| hub::poll_idle(&hub, cx)).await;
     }
+    drop(sweeper);
     Ok(())
+}
+
+/// Stops the sweeper however the serve future ends (returned or dropped).
+struct AbortOnDrop(spargio::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Errors that concern one connection that failed before it was accepted.

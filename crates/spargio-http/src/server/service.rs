@@ -2,9 +2,12 @@
 //! hyper services served as tower services.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::Request;
+use http::{Request, Response};
+
+use super::idle::{self, ConnState, TrackedFuture};
 
 /// The peer address of the connection a request came in on, in the
 /// request's extensions when the server was built
@@ -15,20 +18,23 @@ use http::Request;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
 
-/// Inserts the peer address into each request (when `peer` is set).
+/// The user's service as one connection sees it: inserts the peer
+/// address into each request (when `peer` is set) and counts requests in
+/// flight for the idle timeout (when `state` is set; `idle.rs`).
 #[derive(Clone, Debug)]
-pub(crate) struct AddPeer<S> {
+pub(crate) struct ConnService<S> {
     pub(crate) inner: S,
     pub(crate) peer: Option<SocketAddr>,
+    pub(crate) state: Option<Arc<ConnState>>,
 }
 
-impl<S, B> tower_service::Service<Request<B>> for AddPeer<S>
+impl<S, B, RB> tower_service::Service<Request<B>> for ConnService<S>
 where
-    S: tower_service::Service<Request<B>>,
+    S: tower_service::Service<Request<B>, Response = Response<RB>>,
 {
-    type Response = S::Response;
+    type Response = Response<idle::TrackedBody<RB>>;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = TrackedFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -41,7 +47,10 @@ where
             req.extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer));
         }
-        self.inner.call(req)
+        TrackedFuture {
+            in_flight: idle::begin(&self.state),
+            inner: self.inner.call(req),
+        }
     }
 }
 
