@@ -22,9 +22,12 @@
 //!   themselves are spread over the shards.
 //! * **Limits, on by default.** At most `max_connections` (10,000)
 //!   connections at once: beyond it the server stops accepting (new
-//!   connections wait in the listen backlog) until one ends. A client has
-//!   `header_read_timeout` (30 s) to send a request's headers; the same
-//!   timer closes an HTTP/1.1 keep-alive connection idle that long.
+//!   connections wait in the listen backlog) until one ends. A connection
+//!   that sends no complete request head for `header_read_timeout` (30 s)
+//!   while nothing is in flight is closed, whether it dribbles headers or
+//!   sits idle (HTTP/1.1 keep-alive, HTTP/2 with no stream open). One
+//!   sweeper task per server enforces it, checking every connection four
+//!   times per timeout, so no timer is armed per request.
 //!   Headers larger than `max_header_bytes` (64 KiB) are refused (431 on
 //!   HTTP/1.1, a stream reset on HTTP/2) and the connection closed. TLS
 //!   handshakes get `tls_handshake_timeout` (10 s). HTTP/2: at most 200
@@ -157,9 +160,13 @@ impl<S> Serve<S> {
         self
     }
 
-    /// How long a client has to send a request's headers, counted from
-    /// when the server starts waiting for them (so it also bounds an idle
-    /// HTTP/1.1 keep-alive connection). Default 30 s; `None`: no limit.
+    /// How long a connection may go without a complete request head while
+    /// nothing is in flight: a client dribbling its headers (slowloris) and
+    /// an idle keep-alive connection are both closed between 1 and 1.25
+    /// times this after they went quiet (HTTP/2: GOAWAY first). A request
+    /// being served, or its response being written, never counts. Default
+    /// 30 s; `None`: no limit. Costs no timer per request (see the
+    /// `idle` notes in the module docs).
     pub fn header_read_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.config.header_read_timeout = timeout;
         self
