@@ -45,11 +45,13 @@ use crate::op::{Lane, Op};
 /// How much a write accepts at once; four of these bound a read.
 const CHUNK: usize = 64 * 1024;
 
-/// The smallest receive put in flight. A receive asks for what the caller
-/// asked for (hyper reads 8 KiB at a time), not a fixed large chunk: the
-/// buffer is held for as long as the connection is idle, so an idle
-/// connection costs this much, not 64 KiB.
-const MIN_READ: usize = 4 * 1024;
+/// The largest receive put in flight. A receive is put in flight only when
+/// the socket was found empty, and its buffer is held for as long as the
+/// connection stays idle: a server with thousands of idle keep-alive
+/// connections pays this per connection. What arrives first is usually
+/// small (a request head, a TLS record header); when more is queued the
+/// receive comes back full and the next read copies the rest inline.
+const WAIT_READ: usize = 1024;
 
 /// Streams [`Compat`] can wrap.
 pub trait CompatStream: sealed::Sealed + Unpin {}
@@ -225,7 +227,7 @@ impl<T: CompatStream> Compat<T> {
                         ReadState::Ready { buf, .. } => buf,
                         _ => Vec::new(),
                     };
-                    let want = out.len().clamp(MIN_READ, 4 * CHUNK);
+                    let want = out.len().min(WAIT_READ);
                     if buf.capacity() > 2 * want {
                         // A big earlier read must not pin its buffer to an
                         // idle connection asking for little now.
