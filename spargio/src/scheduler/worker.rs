@@ -167,11 +167,14 @@ impl Worker {
     /// timer is armed).
     fn fire_timers(&self) {
         let timers = &self.me().timers;
-        if timers.next_tick().is_none() {
+        let Some(now) = timers
+            .next_tick()
+            .and_then(|next| self.shared.clock.due(next))
+        else {
             return;
-        }
+        };
         let mut fired = std::mem::take(&mut *self.fired.borrow_mut());
-        timers.fire_due(self.shared.clock.now_tick(), &mut fired);
+        timers.fire_due(now, &mut fired);
         for waker in fired.drain(..) {
             self.wake_foreign(waker);
         }
@@ -190,7 +193,7 @@ impl Worker {
         self.me()
             .timers
             .next_tick()
-            .is_some_and(|next| next <= self.shared.clock.now_tick())
+            .is_some_and(|next| self.shared.clock.due(next).is_some())
     }
 
     fn drain_inbox(&self) {

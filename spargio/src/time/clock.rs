@@ -8,13 +8,59 @@ pub(crate) const TICK: Duration = Duration::from_millis(1);
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Clock {
     base: Instant,
+    /// `base` on `CLOCK_MONOTONIC_COARSE`'s scale, in ms (`Instant` is
+    /// `CLOCK_MONOTONIC`, which the coarse clock trails).
+    coarse_base_ms: u64,
+    /// How far the coarse clock may trail the precise one, in ms (its
+    /// resolution, rounded up, plus one for the reads' skew).
+    coarse_slack_ms: u64,
+}
+
+/// `CLOCK_MONOTONIC_COARSE` in ms: a vDSO read of the kernel's last
+/// timekeeping update, no hardware clock read.
+fn coarse_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC_COARSE
+    // exists on every kernel spargio runs on (2.6.32+).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
 impl Clock {
     pub(crate) fn new() -> Clock {
+        let base = Instant::now();
+        let mut res = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: as in `coarse_ms`.
+        unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut res) };
+        let res_ms = (res.tv_sec as u64 * 1000) + (res.tv_nsec as u64).div_ceil(1_000_000);
+        // The precise clock's `base` on the coarse scale: read now, the
+        // coarse clock is at most its resolution behind `base`, and the
+        // slack below covers it.
         Clock {
-            base: Instant::now(),
+            base,
+            coarse_base_ms: coarse_ms(),
+            coarse_slack_ms: 2 * res_ms.max(1) + 1,
         }
+    }
+
+    /// `Some(now)` (in ticks) when `next` may be due, `None` when it is
+    /// certainly not. Reads only the coarse clock while `next` is more than
+    /// a coarse tick away: a shard with a timer armed seconds ahead (a
+    /// server's idle sweeper) checks it on every scheduler pass, and the
+    /// precise clock read is what that check cost.
+    pub(crate) fn due(&self, next: u64) -> Option<u64> {
+        let coarse = coarse_ms().saturating_sub(self.coarse_base_ms);
+        if coarse + self.coarse_slack_ms < next {
+            return None;
+        }
+        let now = self.now_tick();
+        (next <= now).then_some(now)
     }
 
     /// Ticks fully elapsed now.
@@ -81,5 +127,28 @@ mod tests {
     fn huge_durations_do_not_overflow() {
         let far = deadline_after(Duration::MAX);
         assert!(far > Instant::now() + Duration::from_secs(60 * 60 * 24 * 365));
+    }
+}
+
+#[cfg(test)]
+mod due_tests {
+    use super::*;
+
+    #[test]
+    fn due_is_never_early_and_never_misses() {
+        let clock = Clock::new();
+        // Far ahead: certainly not due (and no precise read is needed).
+        assert_eq!(clock.due(clock.now_tick() + 60_000), None);
+        // Already passed: due, with the precise time.
+        std::thread::sleep(Duration::from_millis(3));
+        let now = clock.due(1).expect("a tick in the past is due");
+        assert!(now >= 1);
+        // Just ahead: not due until the precise clock reaches it.
+        let next = clock.now_tick() + 5;
+        while clock.due(next).is_none() {
+            assert!(clock.now_tick() < next, "missed a due tick");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert!(clock.now_tick() >= next);
     }
 }
