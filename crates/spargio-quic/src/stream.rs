@@ -47,7 +47,10 @@ impl QuicSendStream {
     }
 
     /// Writes some of `data`; returns how much was taken. Waits for
-    /// flow-control credit (that wait is the stream's backpressure).
+    /// flow-control credit (that wait is the stream's backpressure); a
+    /// peer's stop ends the wait with `ConnectionReset` carrying its code
+    /// (see [`stream_error_code`](crate::stream_error_code)), also while
+    /// it waits for connection-level credit.
     pub async fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         let n = with_timeout(&self.ctx, async {
             match &mut self.kind {

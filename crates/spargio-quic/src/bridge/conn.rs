@@ -1,7 +1,8 @@
 //! The bridge's connection and stream handles.
 
+use std::future::{poll_fn, Future};
 use std::io;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -118,12 +119,58 @@ impl BridgeConn {
     }
 }
 
+/// quinn's `SendStream::stopped()` future, polled beside a write that
+/// waits for credit.
+struct StopWatch(
+    Pin<Box<dyn Future<Output = Result<Option<VarInt>, quinn::StoppedError>> + Send + Sync>>,
+);
+
+impl std::fmt::Debug for StopWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopWatch")
+    }
+}
+
+/// Waits for `write`, or fails it with the stop code if `stopped` reports
+/// one first. quinn's write reports exhausted connection credit as
+/// blocked before it looks at the stream's stop (and the credit a peer
+/// returns later wakes no writer whose stream credit is used up), so a
+/// writer waiting on connection credit would otherwise miss a peer's
+/// STOP_SENDING until the connection idles out.
+async fn write_or_stop<T>(
+    write: impl Future<Output = Result<T, quinn::WriteError>>,
+    stopped: impl Future<Output = Result<Option<VarInt>, quinn::StoppedError>>,
+) -> Result<T, quinn::WriteError> {
+    let mut write = pin!(write);
+    let mut stopped = pin!(stopped);
+    let mut watching = true;
+    poll_fn(|cx| {
+        if let Poll::Ready(r) = write.as_mut().poll(cx) {
+            return Poll::Ready(r);
+        }
+        if watching {
+            match stopped.as_mut().poll(cx) {
+                Poll::Ready(Ok(Some(code))) => {
+                    return Poll::Ready(Err(quinn::WriteError::Stopped(code)))
+                }
+                // Finished, gone or the connection lost: the write sees it.
+                Poll::Ready(_) => watching = false,
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
 #[derive(Debug)]
 pub(crate) struct BridgeSend {
     stream: Option<quinn::SendStream>,
     id: u64,
     /// `finish` succeeded: a later close is a no-op.
     finished: bool,
+    /// Armed while `poll_write` waits for credit (see [`write_or_stop`]).
+    stop_watch: Option<StopWatch>,
 }
 
 impl BridgeSend {
@@ -132,6 +179,7 @@ impl BridgeSend {
             id: s.id().into(),
             stream: Some(s),
             finished: false,
+            stop_watch: None,
         }
     }
 
@@ -147,7 +195,30 @@ impl BridgeSend {
             Some(s) => s,
             None => return Poll::Ready(Err(gone())),
         };
-        Pin::new(s).poll_write(cx, data).map_err(write_error)
+        match Pin::new(&mut *s).poll_write(cx, data) {
+            Poll::Pending => {
+                // Waiting for credit: also watch for a stop (see
+                // `write_or_stop`).
+                let watch = self
+                    .stop_watch
+                    .get_or_insert_with(|| StopWatch(Box::pin(s.stopped())));
+                match watch.0.as_mut().poll(cx) {
+                    Poll::Ready(Ok(Some(code))) => {
+                        self.stop_watch = None;
+                        Poll::Ready(Err(write_error(quinn::WriteError::Stopped(code))))
+                    }
+                    Poll::Ready(_) => {
+                        self.stop_watch = None;
+                        Poll::Pending
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+            done => {
+                self.stop_watch = None;
+                done.map_err(write_error)
+            }
+        }
     }
 
     /// Finishes the stream unless an earlier `finish` or close did.
@@ -166,7 +237,8 @@ impl BridgeSend {
         let mut s = self.stream.take().ok_or_else(gone)?;
         let data = Bytes::copy_from_slice(data);
         let (s, r) = spawn(async move {
-            let r = s.write(&data).await;
+            let stopped = s.stopped();
+            let r = write_or_stop(s.write(&data), stopped).await;
             (s, r)
         })
         .await?;
@@ -177,7 +249,8 @@ impl BridgeSend {
     pub(crate) async fn write_bytes(&mut self, data: Bytes) -> io::Result<()> {
         let mut s = self.stream.take().ok_or_else(gone)?;
         let (s, r) = spawn(async move {
-            let r = s.write_chunk(data).await;
+            let stopped = s.stopped();
+            let r = write_or_stop(s.write_chunk(data), stopped).await;
             (s, r)
         })
         .await?;

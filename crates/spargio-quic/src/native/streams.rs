@@ -147,7 +147,16 @@ impl NativeSend {
                     *dirty = true;
                     Step::Done(Ok(v))
                 }
-                Err(WriteError::Blocked) => Step::Wait(WaitKind::Write(id)),
+                // quinn-proto reports exhausted connection credit as
+                // `Blocked` before it looks at the stream's stop, and the
+                // credit a peer returns later brings no `Writable` event
+                // for a stream whose own credit is used up: without this
+                // check a writer blocked on connection credit would miss
+                // the stop until the connection idles out.
+                Err(WriteError::Blocked) => match st.conn.send_stream(id).stopped() {
+                    Ok(Some(code)) => Step::Done(Err(from_write_error(WriteError::Stopped(code)))),
+                    _ => Step::Wait(WaitKind::Write(id)),
+                },
                 Err(WriteError::ClosedStream) => Step::Done(Err(closed_stream(st))),
                 Err(e) => Step::Done(Err(from_write_error(e))),
             }
