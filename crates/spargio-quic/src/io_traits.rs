@@ -106,8 +106,9 @@ impl futures_io::AsyncWrite for QuicSendStream {
 /// # async fn demo(mut recv: spargio_quic::QuicRecvStream) -> std::io::Result<()> {
 /// use futures_util::io::AsyncReadExt;
 ///
+/// // The inherent owned-buffer `read_exact` wins in method syntax.
 /// let mut header = [0u8; 4];
-/// recv.read_exact(&mut header).await?;
+/// AsyncReadExt::read_exact(&mut recv, &mut header).await?;
 /// # Ok(()) }
 /// ```
 impl futures_io::AsyncRead for QuicRecvStream {
@@ -179,5 +180,26 @@ impl tokio::io::AsyncRead for QuicRecvStream {
         };
         buf.advance(n);
         Poll::Ready(Ok(()))
+    }
+}
+
+/// Reads through spargio's owned-buffer trait, so
+/// [`spargio::io::AsyncReadExt`] (`read_to_end`, ...), `spargio::io::copy`
+/// and `BufReader` take the stream. The inherent
+/// [`read`](QuicRecvStream::read) and
+/// [`read_exact`](QuicRecvStream::read_exact) have the same shapes.
+///
+/// ```no_run
+/// # async fn demo(mut recv: spargio_quic::QuicRecvStream) -> std::io::Result<()> {
+/// let (n, all) = spargio::io::AsyncReadExt::read_to_end(&mut recv, Vec::new()).await;
+/// n?;
+/// # let _ = all; Ok(()) }
+/// ```
+impl spargio::io::AsyncRead for QuicRecvStream {
+    async fn read<B: spargio::buf::IoBufMut>(
+        &mut self,
+        buf: B,
+    ) -> spargio::buf::BufResult<usize, B> {
+        QuicRecvStream::read(self, buf).await
     }
 }

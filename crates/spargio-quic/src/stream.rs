@@ -6,6 +6,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use quinn_proto::VarInt;
+use spargio::buf::{BufResult, IoBufMut};
 
 use crate::bridge::{BridgeRecv, BridgeSend};
 use crate::native::streams::{NativeRecv, NativeSend};
@@ -220,6 +221,86 @@ impl QuicRecvStream {
             out.extend_from_slice(&chunk);
         }
         Ok(out)
+    }
+
+    /// Reads once into `buf`, an owned buffer (spargio's
+    /// [`AsyncRead`](spargio::io::AsyncRead) shape): fills it from its
+    /// first byte, up to its [`bytes_total`](spargio::buf::IoBuf::bytes_total) (a
+    /// `Vec`'s capacity), and returns the count with the buffer (which
+    /// comes back on error too). `Ok(0)` at the end of the stream, or at
+    /// once for a buffer with no room. Errors as
+    /// [`read_chunk`](Self::read_chunk), and cancel-safe like it on the
+    /// native backend.
+    ///
+    /// ```no_run
+    /// # async fn demo(mut recv: spargio_quic::QuicRecvStream) -> std::io::Result<()> {
+    /// let (n, buf) = recv.read(Vec::with_capacity(4096)).await;
+    /// println!("got {:?}", &buf[..n?]);
+    /// # Ok(()) }
+    /// ```
+    pub async fn read<B: IoBufMut>(&mut self, mut buf: B) -> BufResult<usize, B> {
+        let total = buf.bytes_total();
+        if total == 0 {
+            return (Ok(0), buf);
+        }
+        match self.read_chunk(total).await {
+            Ok(Some(chunk)) => {
+                // Both backends cap a chunk at the `max` asked for.
+                debug_assert!(chunk.len() <= total);
+                let n = chunk.len().min(total);
+                // SAFETY: `IoBufMut` promises `stable_mut_ptr` is valid for
+                // writes of `bytes_total` bytes while `buf` is borrowed
+                // (here, mutably); `n <= total`; the chunk is quinn's own
+                // allocation, so the ranges do not overlap. After the copy
+                // the first `n` bytes are initialized, as `set_init` needs.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(chunk.as_ptr(), buf.stable_mut_ptr(), n);
+                    buf.set_init(n);
+                }
+                (Ok(n), buf)
+            }
+            Ok(None) => (Ok(0), buf),
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    /// Fills `buf` to its [`bytes_total`](spargio::buf::IoBuf::bytes_total) (spargio's
+    /// [`AsyncReadExt::read_exact`](spargio::io::AsyncReadExt::read_exact)
+    /// shape), so a fixed-size header is one call. `UnexpectedEof` if the
+    /// stream ends first (the bytes read so far are in the returned
+    /// buffer). A `Vec`'s total is its capacity: to read exactly `n` bytes
+    /// pass `vec![0; n].into_boxed_slice()` or `buf.slice(..n)`.
+    ///
+    /// ```no_run
+    /// # async fn demo(mut recv: spargio_quic::QuicRecvStream) -> std::io::Result<()> {
+    /// let (res, header) = recv.read_exact(vec![0u8; 8].into_boxed_slice()).await;
+    /// res?;
+    /// let len = u64::from_le_bytes(header[..].try_into().unwrap()) as usize;
+    /// let (res, body) = recv.read_exact(vec![0u8; len]).await;
+    /// res?;
+    /// # let _ = body; Ok(()) }
+    /// ```
+    pub async fn read_exact<B: IoBufMut>(&mut self, mut buf: B) -> BufResult<(), B> {
+        let total = buf.bytes_total();
+        let mut done = 0;
+        while done < total {
+            let (res, slice) = self.read(buf.slice(done..total)).await;
+            buf = slice.into_inner();
+            match res {
+                Ok(0) => {
+                    return (
+                        Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "spargio-quic: the stream ended before the buffer was full",
+                        )),
+                        buf,
+                    )
+                }
+                Ok(n) => done += n,
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
     }
 
     /// The read behind both `AsyncRead` impls: copies buffered data into

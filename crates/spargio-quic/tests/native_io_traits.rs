@@ -206,7 +206,9 @@ async fn a_zero_length_read_returns_zero_and_consumes_nothing(handle: RuntimeHan
     let (_ss, mut sr) = hang("accept", s.accept_bi()).await.unwrap();
 
     let mut one = [0u8; 1];
-    hang("first byte", sr.read_exact(&mut one)).await.unwrap();
+    hang("first byte", AsyncReadExt::read_exact(&mut sr, &mut one))
+        .await
+        .unwrap();
     assert_eq!(&one, b"h");
     let before = waiting_ops(&server, &s);
     // With data buffered: Ok(0) at once, nothing taken, no waiter left.
@@ -228,7 +230,9 @@ async fn a_zero_length_read_returns_zero_and_consumes_nothing(handle: RuntimeHan
     assert_eq!(waiting_ops(&server, &s), before);
     // Ok(0) from an empty buffer is not an EOF: the rest is still there.
     let mut rest = [0u8; 4];
-    hang("rest", sr.read_exact(&mut rest)).await.unwrap();
+    hang("rest", AsyncReadExt::read_exact(&mut sr, &mut rest))
+        .await
+        .unwrap();
     assert_eq!(&rest, b"ello");
     // With nothing buffered a zero-length read still does not wait.
     assert!(matches!(
@@ -238,8 +242,18 @@ async fn a_zero_length_read_returns_zero_and_consumes_nothing(handle: RuntimeHan
     // The real end: a non-empty buffer gets 0 after the FIN.
     cs.close().await.unwrap();
     let mut buf = [0u8; 8];
-    assert_eq!(hang("eof", sr.read(&mut buf)).await.unwrap(), 0);
-    assert_eq!(hang("eof again", sr.read(&mut buf)).await.unwrap(), 0);
+    assert_eq!(
+        hang("eof", AsyncReadExt::read(&mut sr, &mut buf))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        hang("eof again", AsyncReadExt::read(&mut sr, &mut buf))
+            .await
+            .unwrap(),
+        0
+    );
 }
 
 #[spargio::test(shards = 2)]
@@ -257,7 +271,11 @@ async fn a_read_cancelled_by_a_timeout_loses_nothing(handle: RuntimeHandle) {
     // server writes only after these returned, so they cannot complete).
     for _ in 0..3 {
         let mut buf = vec![0u8; 64 * 1024];
-        let cut = spargio::time::timeout(Duration::from_millis(20), cr.read(&mut buf)).await;
+        let cut = spargio::time::timeout(
+            Duration::from_millis(20),
+            AsyncReadExt::read(&mut cr, &mut buf),
+        )
+        .await;
         assert!(cut.is_err(), "a read completed with nothing sent");
         // Also through tokio's trait.
         let cut = spargio::time::timeout(
