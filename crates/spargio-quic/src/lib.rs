@@ -32,6 +32,7 @@
 compile_error!("spargio-quic runs on Linux only: spargio is built on io_uring");
 
 mod bridge;
+mod config;
 mod connection;
 mod endpoint;
 mod error;
@@ -44,6 +45,11 @@ mod stream;
 mod util;
 
 pub use bridge::bridge_runtime_handle;
+pub use config::{
+    client_config_with_root_ca_pem, client_config_with_root_ca_pem_file,
+    client_config_with_root_store, client_config_with_webpki_roots, server_config_from_der,
+    server_config_from_pem, server_config_from_pem_files,
+};
 pub use connection::{LocalQuicConnection, QuicConnection, QuicSendConnection};
 pub use endpoint::QuicEndpoint;
 pub use error::{connection_error, stream_error_code};
