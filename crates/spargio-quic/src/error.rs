@@ -1,7 +1,9 @@
-//! Mapping quinn(-proto) errors to `io::Error` kinds. The original error
-//! is kept as the `io::Error`'s source, so callers can downcast to it
-//! (for example to read a peer's application close code).
+//! Mapping quinn(-proto) errors to `io::Error` kinds. A stream reset, a
+//! stop and a lost connection are carried inside the `io::Error` as a
+//! [`QuicError`] (all three have the kind `ConnectionReset` when the peer
+//! caused them); other errors carry quinn's own error.
 
+use std::fmt;
 use std::io;
 
 use quinn_proto::{ConnectError, ConnectionError, ReadError, SendDatagramError, WriteError};
@@ -30,9 +32,95 @@ pub(crate) fn connection_error_kind(err: &ConnectionError) -> io::ErrorKind {
     }
 }
 
+/// What ended a stream operation, inside the `io::Error` a stream or
+/// connection operation returns (read it with [`quic_error`], or
+/// `err.get_ref()` and `downcast_ref`). As quinn's `ReadError::Reset`,
+/// `WriteError::Stopped` and `ConnectionLost`, on both backends, with
+/// the full 62-bit application codes.
+///
+/// ```no_run
+/// # async fn demo(mut recv: spargio_quic::QuicRecvStream) {
+/// use spargio_quic::{quic_error, QuicError};
+///
+/// match recv.read_chunk(4096).await {
+///     Ok(chunk) => println!("{chunk:?}"),
+///     Err(err) => match quic_error(&err) {
+///         Some(QuicError::Reset { code }) => println!("the peer reset the stream: {code}"),
+///         Some(QuicError::Connection(close)) => println!("the connection ended: {close}"),
+///         _ => println!("{err}"),
+///     },
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuicError {
+    /// The peer reset the stream (`RESET_STREAM`): reads fail with its
+    /// application code.
+    Reset {
+        /// The peer's application error code.
+        code: u64,
+    },
+    /// The peer stopped the stream (`STOP_SENDING`): writes and `finish`
+    /// fail with its application code.
+    Stopped {
+        /// The peer's application error code.
+        code: u64,
+    },
+    /// The connection ended: closed by the peer (its application close
+    /// code and reason are in `ApplicationClosed`) or locally, reset,
+    /// timed out or failed.
+    Connection(ConnectionError),
+}
+
+impl fmt::Display for QuicError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuicError::Reset { code } => write!(f, "stream reset by the peer (code {code})"),
+            QuicError::Stopped { code } => write!(f, "stream stopped by the peer (code {code})"),
+            QuicError::Connection(e) => write!(f, "connection lost: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for QuicError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            QuicError::Connection(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The [`QuicError`] inside `err`: a stream reset, a stop or a lost
+/// connection; `None` for any other error.
+pub fn quic_error(err: &io::Error) -> Option<&QuicError> {
+    err.get_ref()?.downcast_ref::<QuicError>()
+}
+
 /// `err` as an `io::Error` (kind from [`connection_error_kind`]).
 pub(crate) fn from_connection_error(err: ConnectionError) -> io::Error {
-    io::Error::new(connection_error_kind(&err), err)
+    io::Error::new(connection_error_kind(&err), QuicError::Connection(err))
+}
+
+/// A stream reset by the peer with `code`.
+pub(crate) fn stream_reset(code: quinn_proto::VarInt) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionReset,
+        QuicError::Reset {
+            code: code.into_inner(),
+        },
+    )
+}
+
+/// A stream stopped by the peer with `code`.
+pub(crate) fn stream_stopped(code: quinn_proto::VarInt) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionReset,
+        QuicError::Stopped {
+            code: code.into_inner(),
+        },
+    )
 }
 
 /// A refused connect: a bad configuration or address is `InvalidInput`.
@@ -49,7 +137,7 @@ pub(crate) fn from_connect_error(err: ConnectError) -> io::Error {
 pub(crate) fn from_write_error(err: WriteError) -> io::Error {
     let kind = match err {
         WriteError::Blocked => io::ErrorKind::WouldBlock,
-        WriteError::Stopped(_) => io::ErrorKind::ConnectionReset,
+        WriteError::Stopped(code) => return stream_stopped(code),
         WriteError::ClosedStream => io::ErrorKind::NotConnected,
     };
     io::Error::new(kind, err)
@@ -57,11 +145,10 @@ pub(crate) fn from_write_error(err: WriteError) -> io::Error {
 
 /// A stream read error: reset by the peer is `ConnectionReset`.
 pub(crate) fn from_read_error(err: ReadError) -> io::Error {
-    let kind = match err {
-        ReadError::Blocked => io::ErrorKind::WouldBlock,
-        ReadError::Reset(_) => io::ErrorKind::ConnectionReset,
-    };
-    io::Error::new(kind, err)
+    match err {
+        ReadError::Blocked => io::Error::new(io::ErrorKind::WouldBlock, err),
+        ReadError::Reset(code) => stream_reset(code),
+    }
 }
 
 /// A datagram send error: too large or unsupported is `InvalidInput`.
@@ -83,7 +170,8 @@ pub(crate) fn driver_closed() -> io::Error {
 
 /// The code of a stream reset (a `ConnectionReset` error from
 /// `read_chunk`/`read_to_end`) or stop (from a write), on either backend;
-/// `None` for any other error.
+/// `None` for any other error. [`quic_error`] says which of the two (or
+/// a lost connection) it was.
 ///
 /// ```
 /// let err = std::io::Error::new(
@@ -94,6 +182,11 @@ pub(crate) fn driver_closed() -> io::Error {
 /// ```
 pub fn stream_error_code(err: &io::Error) -> Option<u64> {
     let inner = err.get_ref()?;
+    match inner.downcast_ref::<QuicError>() {
+        Some(QuicError::Reset { code } | QuicError::Stopped { code }) => return Some(*code),
+        Some(QuicError::Connection(_)) => return None,
+        None => {}
+    }
     if let Some(ReadError::Reset(code)) = inner.downcast_ref::<ReadError>() {
         return Some(code.into_inner());
     }
@@ -117,5 +210,10 @@ pub fn stream_error_code(err: &io::Error) -> Option<u64> {
 /// The connection error behind `err` (a closed, reset or timed-out
 /// connection), on either backend.
 pub fn connection_error(err: &io::Error) -> Option<&ConnectionError> {
-    err.get_ref()?.downcast_ref::<ConnectionError>()
+    let inner = err.get_ref()?;
+    match inner.downcast_ref::<QuicError>() {
+        Some(QuicError::Connection(e)) => Some(e),
+        Some(_) => None,
+        None => inner.downcast_ref::<ConnectionError>(),
+    }
 }

@@ -52,7 +52,7 @@ pub use config::{
 };
 pub use connection::{LocalQuicConnection, QuicConnection, QuicSendConnection};
 pub use endpoint::QuicEndpoint;
-pub use error::{connection_error, stream_error_code};
+pub use error::{connection_error, quic_error, stream_error_code, QuicError};
 pub use legacy::{run, run_with_options, QuicBridge, QuicOptions};
 pub use metrics::{
     bridge_runtime_context_enter_count, bridge_runtime_spawn_count,

@@ -9,12 +9,12 @@ use bytes::Bytes;
 use quinn_proto::{ConnectionError, VarInt};
 
 use super::spawn;
-use crate::error::from_connection_error;
+use crate::error::{from_connection_error, stream_reset, stream_stopped};
 
 fn write_error(e: quinn::WriteError) -> io::Error {
     match e {
         quinn::WriteError::ConnectionLost(c) => from_connection_error(c),
-        e @ quinn::WriteError::Stopped(_) => io::Error::new(io::ErrorKind::ConnectionReset, e),
+        quinn::WriteError::Stopped(code) => stream_stopped(code),
         e => io::Error::new(io::ErrorKind::NotConnected, e),
     }
 }
@@ -22,7 +22,7 @@ fn write_error(e: quinn::WriteError) -> io::Error {
 fn read_error(e: quinn::ReadError) -> io::Error {
     match e {
         quinn::ReadError::ConnectionLost(c) => from_connection_error(c),
-        e @ quinn::ReadError::Reset(_) => io::Error::new(io::ErrorKind::ConnectionReset, e),
+        quinn::ReadError::Reset(code) => stream_reset(code),
         e => io::Error::new(io::ErrorKind::NotConnected, e),
     }
 }
