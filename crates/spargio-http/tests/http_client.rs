@@ -306,6 +306,14 @@ fn wait_for_port(port: u16) {
 
 impl Drop for Nginx {
     fn drop(&mut self) {
+        // SIGTERM to the master: it stops its workers, then exits (a
+        // SIGKILL would leave the workers running, orphaned).
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + HANG;
+        while matches!(self.child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
