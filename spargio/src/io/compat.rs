@@ -45,13 +45,15 @@ use crate::op::{Lane, Op};
 /// How much a write accepts at once; four of these bound a read.
 const CHUNK: usize = 64 * 1024;
 
-/// The largest receive put in flight. A receive is put in flight only when
-/// the socket was found empty, and its buffer is held for as long as the
-/// connection stays idle: a server with thousands of idle keep-alive
-/// connections pays this per connection. What arrives first is usually
-/// small (a request head, a TLS record header); when more is queued the
-/// receive comes back full and the next read copies the rest inline.
-const WAIT_READ: usize = 1024;
+/// The first size of a receive put in flight. A receive is put in flight
+/// only when the socket was found empty, and its buffer is held for as
+/// long as the connection stays idle: a server with thousands of idle
+/// keep-alive connections pays this per connection. What arrives first on
+/// such a connection is usually small (a request head).
+const WAIT_READ_MIN: usize = 1024;
+
+/// The most a receive put in flight grows to (see `Compat::wait_read`).
+const WAIT_READ_MAX: usize = 64 * 1024;
 
 /// Streams [`Compat`] can wrap.
 pub trait CompatStream: sealed::Sealed + Unpin {}
@@ -122,6 +124,12 @@ pub struct Compat<T> {
     read: ReadState,
     /// The last receive returned less than it asked for.
     drained: bool,
+    /// The size of the next receive put in flight: it doubles when one
+    /// comes back full (more was queued behind it: a client reading
+    /// responses larger than a request head would otherwise pay a second
+    /// read for each) and halves when one comes back a quarter full or
+    /// less, between `WAIT_READ_MIN` and `WAIT_READ_MAX`.
+    wait_read: usize,
     write: WriteState,
 }
 
@@ -139,6 +147,7 @@ impl<T: CompatStream> Compat<T> {
         Compat {
             inner,
             drained: false,
+            wait_read: WAIT_READ_MIN,
             read: ReadState::Ready {
                 buf: Vec::new(),
                 pos: 0,
@@ -201,6 +210,15 @@ impl<T: CompatStream> Compat<T> {
                 ReadState::InFlight(op) => {
                     let (res, buf) = ready!(Pin::new(op).poll(cx));
                     self.drained = buf.len() < buf.capacity();
+                    // Adapt only on receives that asked for the full size
+                    // (a caller asking for less says nothing about it).
+                    if buf.capacity() >= self.wait_read {
+                        if buf.len() >= self.wait_read {
+                            self.wait_read = (self.wait_read * 2).min(WAIT_READ_MAX);
+                        } else if buf.len() <= self.wait_read / 4 {
+                            self.wait_read = (self.wait_read / 2).max(WAIT_READ_MIN);
+                        }
+                    }
                     self.read = ReadState::Ready { buf, pos: 0 };
                     match res {
                         Ok(0) => return Poll::Ready(Ok(0)),
@@ -227,7 +245,7 @@ impl<T: CompatStream> Compat<T> {
                         ReadState::Ready { buf, .. } => buf,
                         _ => Vec::new(),
                     };
-                    let want = out.len().min(WAIT_READ);
+                    let want = out.len().min(self.wait_read);
                     if buf.capacity() > 2 * want {
                         // A big earlier read must not pin its buffer to an
                         // idle connection asking for little now.
@@ -404,5 +422,47 @@ impl<T: CompatStream> tokio::io::AsyncWrite for Compat<T> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.get_mut().poll_close_inner(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::poll_fn;
+
+    use super::*;
+
+    /// Reads once into `out`.
+    async fn read_once(c: &mut Compat<UnixStream>, out: &mut [u8]) -> usize {
+        poll_fn(|cx| c.poll_read_slice(cx, out)).await.unwrap()
+    }
+
+    #[test]
+    fn a_waiting_receive_grows_when_it_comes_back_full_and_shrinks_back() {
+        crate::block_on(crate::run(|handle| async move {
+            let (a, b) = UnixStream::pair(&handle).unwrap();
+            let mut a = Compat::new(a);
+            let mut out = vec![0u8; 8192];
+            assert_eq!(a.wait_read, WAIT_READ_MIN);
+            // Messages larger than the receive put in flight: it comes back
+            // full (the rest is read inline) and grows, up to what they need.
+            for round in 0..4u8 {
+                b.write_all(&[round; 3000]).await.unwrap();
+                a.drained = true; // as after a short read: put a receive in flight
+                let mut got = read_once(&mut a, &mut out).await;
+                while got < 3000 {
+                    got += read_once(&mut a, &mut out[got..]).await;
+                }
+                assert!(out[..3000].iter().all(|&x| x == round));
+            }
+            assert_eq!(a.wait_read, 4096, "grew to fit 3000-byte messages");
+            // Small messages: it shrinks back (idle connections stay cheap).
+            for _ in 0..4 {
+                b.write_all(b"ping").await.unwrap();
+                a.drained = true;
+                assert_eq!(read_once(&mut a, &mut out).await, 4);
+            }
+            assert_eq!(a.wait_read, WAIT_READ_MIN);
+        }))
+        .unwrap();
     }
 }
