@@ -7,8 +7,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 
-use http::{Request, Response};
-use hyper::body::Incoming;
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use spargio::io::Compat;
@@ -17,8 +15,7 @@ use spargio_tls::{HandshakeOptions, TlsAcceptor};
 
 use super::hub::ConnGuard;
 use super::idle::{ConnState, EXPIRE_NONE, EXPIRE_NOW};
-use super::service::ConnService;
-use super::BoxError;
+use super::service::{ConnService, HttpBody, HttpService};
 use crate::rt::{Executor, Io, Transport};
 
 /// What every connection of one server shares.
@@ -41,12 +38,8 @@ pub(crate) async fn serve_connection<S, B>(
     state: Option<Arc<ConnState>>,
     mut guard: ConnGuard,
 ) where
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: HttpBody,
 {
     let _ = stream.set_nodelay(true);
     let peer = if shared.connect_info {
@@ -89,12 +82,8 @@ async fn drive<T, S, B>(
     guard: &mut ConnGuard,
 ) where
     T: Transport,
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: HttpBody,
 {
     let h2 = io.h2_flag();
     let mut conn = pin!(builder.serve_connection_with_upgrades(io, service));

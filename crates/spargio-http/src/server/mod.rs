@@ -68,7 +68,7 @@ use spargio::net::TcpListener;
 use spargio::TaskPlacement;
 use spargio_tls::{HandshakeOptions, TlsAcceptor};
 
-pub use service::{hyper_service, HyperService, PeerAddr};
+pub use service::{hyper_service, HttpBody, HttpService, HyperService, PeerAddr};
 
 use crate::rt::{Executor, Timer};
 
@@ -284,12 +284,9 @@ type ServeFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 
 impl<S, B> IntoFuture for Serve<S>
 where
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    // The `Response` equality names `B` for the impl.
+    S: HttpService<B> + tower_service::Service<Request<Incoming>, Response = Response<B>>,
+    B: HttpBody,
 {
     type Output = io::Result<()>;
     type IntoFuture = ServeFuture;
@@ -301,12 +298,9 @@ where
 
 impl<S, B, F> IntoFuture for WithGracefulShutdown<S, F>
 where
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    // The `Response` equality names `B` for the impl.
+    S: HttpService<B> + tower_service::Service<Request<Incoming>, Response = Response<B>>,
+    B: HttpBody,
     F: Future<Output = ()> + Send + 'static,
 {
     type Output = io::Result<()>;
@@ -363,12 +357,8 @@ enum Event<T> {
 
 async fn run<S, B, F>(serve: Serve<S>, signal: F, grace_period: Duration) -> io::Result<()>
 where
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: HttpBody,
     F: Future<Output = ()> + Send + 'static,
 {
     let Serve {

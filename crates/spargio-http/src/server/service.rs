@@ -6,8 +6,46 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
+use hyper::body::Incoming;
 
 use super::idle::{self, ConnState, TrackedFuture};
+use super::BoxError;
+
+/// What [`serve`](crate::serve) serves: a cloneable tower service of
+/// `Request<Incoming>` answering `Response<B>`, its future `Send`.
+/// Implemented for every such service (an `axum::Router`, tonic services,
+/// tower stacks, [`hyper_service`]).
+pub trait HttpService<B>:
+    tower_service::Service<
+        Request<Incoming>,
+        Response = Response<B>,
+        Future: Send + 'static,
+        Error: Into<BoxError>,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B> HttpService<B> for S
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+{
+}
+
+/// A response body hyper can send from any shard: `Send`, with `Send`
+/// chunks and errors hyper can box. Implemented for every such body.
+pub trait HttpBody: http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
+
+impl<B> HttpBody for B
+where
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+}
 
 /// The peer address of the connection a request came in on, in the
 /// request's extensions when the server was built
