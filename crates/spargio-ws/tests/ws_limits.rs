@@ -4,19 +4,16 @@
 //! buffered. Raw `std::net` clients complete the upgrade by hand so that
 //! they can send a header without its payload.
 
-use std::future::Future;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use spargio::net::TcpListener;
-use spargio::{Runtime, RuntimeHandle};
 use spargio_ws::tungstenite::Error as WsError;
 use spargio_ws::{WsOptions, WsStreamExt};
 
-/// Generous bound for "this must not hang"; never a performance assertion.
-const HANG: Duration = Duration::from_secs(60);
+mod common;
+use common::{run, HANG};
 
 /// How long the server side may take to refuse every client before the
 /// memory is looked at anyway (the old behaviour never refuses).
@@ -27,30 +24,6 @@ const MESSAGE_LIMIT: usize = 1 << 20;
 
 /// What each client's frame header announces.
 const ANNOUNCED: u64 = 8 << 20;
-
-/// Runs `f(handle)` on a fresh 2-shard runtime; fails the test if it does
-/// not finish within `HANG`.
-fn run<F, Fut>(f: F) -> Fut::Output
-where
-    F: FnOnce(RuntimeHandle) -> Fut + Send + 'static,
-    Fut: Future + Send + 'static,
-    Fut::Output: Send + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = Runtime::builder().shards(2).build().expect("runtime");
-        let handle = rt.handle();
-        let task = handle.spawn_stealable(f(handle.clone())).expect("spawn");
-        let out = spargio::block_on(task);
-        drop(rt);
-        let _ = tx.send(out);
-    });
-    match rx.recv_timeout(HANG) {
-        Ok(Ok(out)) => out,
-        Ok(Err(err)) => panic!("test task failed: {err:?}"),
-        Err(_) => panic!("test hung"),
-    }
-}
 
 fn options() -> WsOptions {
     WsOptions::default().with_max_message_size(Some(MESSAGE_LIMIT))

@@ -7,22 +7,19 @@
 //! into a failed test.
 
 use std::ffi::c_void;
-use std::future::Future;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::mpsc;
-use std::time::Duration;
 
 use spargio::net::{TcpListener, TcpStream};
-use spargio::{Runtime, RuntimeHandle};
+use spargio::RuntimeHandle;
 use spargio_tls::{TlsAcceptor, TlsConnector};
 use spargio_ws::{
     CloseCode, Message, WsConnector, WsReceiver, WsReceiverExt, WsSender, WsSenderExt, WsStream,
     WsStreamExt, WsTransport,
 };
 
-/// Generous bound for "this must not hang"; never a performance assertion.
-const HANG: Duration = Duration::from_secs(60);
+mod common;
+use common::run;
 
 /// Bytes each way, in messages of `MSG` bytes.
 const LEN: usize = 4 << 20;
@@ -51,31 +48,6 @@ Vlk8oA43JuA8C+rhRiUV8rO7L1ihRANCAATS6lVSzc7XwzQIHyUVZ9HzNNSsPFvE\n\
 5LhfZcX89WvZWfWwoleR5ZjYdRtMgvEVcdeVThDllgARHvN/AHUC2VV4\n\
 -----END PRIVATE KEY-----\n\
 ";
-
-/// Runs `f(handle)` as a stealable task on a fresh 2-shard runtime (so the
-/// halves' tasks can run on different threads); fails the test if it does
-/// not finish within `HANG`.
-fn run<F, Fut>(f: F) -> Fut::Output
-where
-    F: FnOnce(RuntimeHandle) -> Fut + Send + 'static,
-    Fut: Future + Send + 'static,
-    Fut::Output: Send + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = Runtime::builder().shards(2).build().expect("runtime");
-        let handle = rt.handle();
-        let task = handle.spawn_stealable(f(handle.clone())).expect("spawn");
-        let out = spargio::block_on(task);
-        drop(rt);
-        let _ = tx.send(out);
-    });
-    match rx.recv_timeout(HANG) {
-        Ok(Ok(out)) => out,
-        Ok(Err(err)) => panic!("test task failed: {err:?}"),
-        Err(_) => panic!("test hung: a half held up the other"),
-    }
-}
 
 // setsockopt from the C library std already links (no `libc` crate for one
 // call); the option numbers are Linux's (asm-generic, x86 and arm).
