@@ -61,10 +61,22 @@ fn abort_cancels_a_waiting_task_and_drops_its_future() {
 fn abort_before_first_poll_and_after_completion() {
     let rt = runtime(1);
     let h = rt.handle();
-    let gate = Signal::default();
-    let g2 = gate.clone();
-    // Keep the only shard busy so the next task cannot start.
-    let blocker = h.spawn_pinned(0, async move { g2.wait().await }).unwrap();
+    // Keep the only shard busy inside one poll (a pending future would
+    // leave it free to poll the next task before the abort lands).
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let release = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (s2, r2) = (started.clone(), release.clone());
+    let blocker = h
+        .spawn_pinned(0, async move {
+            s2.store(true, std::sync::atomic::Ordering::SeqCst);
+            while !r2.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+        })
+        .unwrap();
+    while !started.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
     let log = DropLog::default();
     let guard = log.guard();
     let never = h.spawn_pinned(0, async move {
@@ -73,7 +85,7 @@ fn abort_before_first_poll_and_after_completion() {
     });
     let never = never.unwrap();
     never.abort();
-    gate.set();
+    release.store(true, std::sync::atomic::Ordering::SeqCst);
     block_on(blocker).unwrap();
     assert!(block_on(never).unwrap_err().is_cancelled());
     assert_eq!(log.dropped(), 1);
