@@ -248,11 +248,12 @@ impl QuicRecvStream {
                 // Both backends cap a chunk at the `max` asked for.
                 debug_assert!(chunk.len() <= total);
                 let n = chunk.len().min(total);
-                // SAFETY: `IoBufMut` promises `stable_mut_ptr` is valid for
-                // writes of `bytes_total` bytes while `buf` is borrowed
-                // (here, mutably); `n <= total`; the chunk is quinn's own
-                // allocation, so the ranges do not overlap. After the copy
-                // the first `n` bytes are initialized, as `set_init` needs.
+                // `IoBufMut` promises `stable_mut_ptr` is valid for writes
+                // of `bytes_total` bytes while `buf` is borrowed (here,
+                // mutably); the chunk is quinn's own allocation.
+                // SAFETY: `n <= total` bytes into `buf`'s valid range, no
+                // overlap; afterwards the first `n` bytes are initialized,
+                // as `set_init` needs.
                 unsafe {
                     std::ptr::copy_nonoverlapping(chunk.as_ptr(), buf.stable_mut_ptr(), n);
                     buf.set_init(n);
