@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use quinn_proto::{ConnectionError, ConnectionStats, Dir, VarInt};
+use quinn_proto::{ConnectionError, ConnectionStats, Dir};
 
 use crate::bridge::BridgeConn;
 use crate::native::conn::ConnRef;
@@ -193,11 +193,17 @@ impl QuicConnection {
     /// Closes the connection with an application `code` and `reason`;
     /// the peer's [`closed`](Self::closed) reports them, and every
     /// operation on this side fails with `ConnectionAborted`.
-    pub fn close(&self, code: u32, reason: &[u8]) {
+    ///
+    /// # Panics
+    ///
+    /// If `code` is 2^62 or more (QUIC codes are 62-bit varints).
+    #[track_caller]
+    pub fn close(&self, code: u64, reason: &[u8]) {
+        let code = crate::error::close_code(code);
         self.ctx.metrics.add(|m| &m.close_events, 1);
         match &self.kind {
-            ConnKind::Native(c) => c.close(VarInt::from_u32(code), Bytes::copy_from_slice(reason)),
-            ConnKind::Bridge(c) => c.quinn().close(VarInt::from_u32(code), reason),
+            ConnKind::Native(c) => c.close(code, Bytes::copy_from_slice(reason)),
+            ConnKind::Bridge(c) => c.quinn().close(code, reason),
         }
     }
 

@@ -320,7 +320,13 @@ impl QuicEndpoint {
     /// accepting; the drivers keep running until the endpoint is dropped
     /// (so [`wait_idle`](Self::wait_idle) can wait for the close to be
     /// delivered).
-    pub fn close(&self, code: u32, reason: &[u8]) {
+    ///
+    /// # Panics
+    ///
+    /// If `code` is 2^62 or more (QUIC codes are 62-bit varints).
+    #[track_caller]
+    pub fn close(&self, code: u64, reason: &[u8]) {
+        let code = crate::error::close_code(code);
         let reason = Bytes::copy_from_slice(reason);
         match &self.inner.kind {
             EndpointKind::Native { drivers, .. } => drivers

@@ -98,6 +98,27 @@ pub fn quic_error(err: &io::Error) -> Option<&QuicError> {
     err.get_ref()?.downcast_ref::<QuicError>()
 }
 
+/// An application error code as QUIC carries it: a varint below 2^62.
+/// A larger one is `InvalidInput`.
+pub(crate) fn app_code(code: u64) -> io::Result<quinn_proto::VarInt> {
+    quinn_proto::VarInt::from_u64(code).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("QUIC application error codes are below 2^62; {code} is not"),
+        )
+    })
+}
+
+/// [`app_code`] for a close, which has no error to return (`# Panics`
+/// on the public `close` methods).
+#[track_caller]
+pub(crate) fn close_code(code: u64) -> quinn_proto::VarInt {
+    match app_code(code) {
+        Ok(code) => code,
+        Err(err) => panic!("close: {err}"),
+    }
+}
+
 /// `err` as an `io::Error` (kind from [`connection_error_kind`]).
 pub(crate) fn from_connection_error(err: ConnectionError) -> io::Error {
     io::Error::new(connection_error_kind(&err), QuicError::Connection(err))

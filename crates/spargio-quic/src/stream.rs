@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use quinn_proto::VarInt;
 use spargio::buf::{BufResult, IoBufMut};
 
 use crate::bridge::{BridgeRecv, BridgeSend};
@@ -111,9 +110,11 @@ impl QuicSendStream {
 
     /// Abandons the stream: the peer's reads fail with `ConnectionReset`
     /// carrying `code` (see [`stream_error_code`](crate::stream_error_code)).
-    pub fn reset(&mut self, code: u32) -> io::Result<()> {
+    /// A `code` of 2^62 or more (QUIC codes are 62-bit) is `InvalidInput`.
+    pub fn reset(&mut self, code: u64) -> io::Result<()> {
+        let code = crate::error::app_code(code)?;
         match &mut self.kind {
-            SendKind::Native(s) => s.reset(VarInt::from_u32(code)),
+            SendKind::Native(s) => s.reset(code),
             SendKind::Bridge(s) => s.reset(code),
         }
     }
@@ -329,10 +330,12 @@ impl QuicRecvStream {
         res
     }
 
-    /// Stops receiving: the peer's writes fail with `code`.
-    pub fn stop(&mut self, code: u32) -> io::Result<()> {
+    /// Stops receiving: the peer's writes fail with `code`. A `code` of
+    /// 2^62 or more (QUIC codes are 62-bit) is `InvalidInput`.
+    pub fn stop(&mut self, code: u64) -> io::Result<()> {
+        let code = crate::error::app_code(code)?;
         match &mut self.kind {
-            RecvKind::Native(s) => s.stop(VarInt::from_u32(code)),
+            RecvKind::Native(s) => s.stop(code),
             RecvKind::Bridge(s) => s.stop(code),
         }
     }

@@ -266,9 +266,9 @@ impl BridgeSend {
         Ok(())
     }
 
-    pub(crate) fn reset(&mut self, code: u32) -> io::Result<()> {
+    pub(crate) fn reset(&mut self, code: VarInt) -> io::Result<()> {
         let s = self.stream.as_mut().ok_or_else(gone)?;
-        s.reset(VarInt::from_u32(code))
+        s.reset(code)
             .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))
     }
 
@@ -344,9 +344,9 @@ impl BridgeRecv {
         res.map(|c| c.map(|c| c.bytes)).map_err(read_error)
     }
 
-    pub(crate) fn stop(&mut self, code: u32) -> io::Result<()> {
+    pub(crate) fn stop(&mut self, code: VarInt) -> io::Result<()> {
         let r = self.stream.as_mut().ok_or_else(gone)?;
-        r.stop(VarInt::from_u32(code))
+        r.stop(code)
             .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))
     }
 }

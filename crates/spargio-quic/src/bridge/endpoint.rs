@@ -34,12 +34,12 @@ impl BridgeEndpoint {
         self.ep.set_server_config(config);
     }
 
-    pub(crate) fn close(&self, code: u32, reason: &[u8]) {
-        self.ep.close(VarInt::from_u32(code), reason);
+    pub(crate) fn close(&self, code: VarInt, reason: &[u8]) {
+        self.ep.close(code, reason);
     }
 
     pub(crate) fn shutdown(&self) {
-        self.close(0, b"");
+        self.close(VarInt::from_u32(0), b"");
     }
 
     pub(crate) async fn wait_idle(&self) -> io::Result<()> {

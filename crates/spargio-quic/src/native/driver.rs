@@ -287,7 +287,7 @@ impl NativeProtoDriver {
             .command(Command::SetServerConfig(config.map(Arc::new)));
     }
 
-    pub(crate) fn close_all(&self, code: u32, reason: Bytes) {
+    pub(crate) fn close_all(&self, code: quinn_proto::VarInt, reason: Bytes) {
         let _ = self.shared.command(Command::CloseAll { code, reason });
     }
 }

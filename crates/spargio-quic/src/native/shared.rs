@@ -74,7 +74,7 @@ pub(crate) enum Command {
     SetFaults(NativeProtoFaultSpec),
     SetTuning(NativeProtoTransportTuning),
     CloseAll {
-        code: u32,
+        code: quinn_proto::VarInt,
         reason: Bytes,
     },
     Shutdown,

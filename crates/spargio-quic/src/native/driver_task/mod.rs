@@ -212,7 +212,7 @@ impl DriverTask {
             Command::CloseAll { code, reason } => {
                 self.endpoint.set_server_config(None);
                 self.server_config = None;
-                self.close_all(VarInt::from_u32(code), reason);
+                self.close_all(code, reason);
             }
             Command::Shutdown => {
                 if !self.shutting_down {
