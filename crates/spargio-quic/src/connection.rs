@@ -105,8 +105,8 @@ impl QuicConnection {
     }
 
     /// Accepts the next bidirectional stream the peer opened.
-    /// Cancel-safe on the native backend: a dropped `accept_bi` leaves the
-    /// stream for the next call.
+    /// Cancel-safe: a dropped `accept_bi` leaves the stream for the next
+    /// call.
     pub async fn accept_bi(&self) -> io::Result<(QuicSendStream, QuicRecvStream)> {
         self.dispatched();
         let pair = with_timeout(&self.ctx, async {

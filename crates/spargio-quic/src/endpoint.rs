@@ -287,7 +287,9 @@ impl QuicEndpoint {
         &self.inner.options
     }
 
-    /// The native drivers (empty for the bridge backend).
+    /// The native drivers, one per shard the endpoint runs on. Empty for
+    /// the bridge backend (quinn's own driver runs on the bridge's Tokio
+    /// runtime): check [`backend`](Self::backend) before indexing.
     pub fn drivers(&self) -> &[NativeProtoDriver] {
         match &self.inner.kind {
             EndpointKind::Native { drivers, .. } => drivers,
@@ -422,7 +424,9 @@ impl QuicEndpoint {
 
     /// The next established incoming connection (from any of the
     /// endpoint's drivers). Cancel-safe on the native backend: a dropped
-    /// `accept` leaves the connection queued. `BrokenPipe` once the
+    /// `accept` leaves the connection queued. On the bridge backend a
+    /// dropped `accept` drops the connection whose handshake it was
+    /// awaiting (quinn hands an incoming connection to one accepter). `BrokenPipe` once the
     /// endpoint has shut down; `WouldBlock` past `max_inflight_ops`
     /// concurrent accepts.
     pub async fn accept(&self) -> io::Result<QuicConnection> {

@@ -185,8 +185,8 @@ impl QuicRecvStream {
     /// end of the stream. A reset by the peer gives `ConnectionReset`
     /// (its code via [`stream_error_code`](crate::stream_error_code)).
     ///
-    /// Cancel-safe on the native backend: dropping the future before it
-    /// completes leaves the data in the stream.
+    /// Cancel-safe: dropping the future before it completes leaves the
+    /// data in the stream.
     pub async fn read_chunk(&mut self, max_bytes: usize) -> io::Result<Option<Bytes>> {
         let chunk = with_timeout(&self.ctx, async {
             match &mut self.kind {

@@ -8,7 +8,6 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use quinn_proto::{ConnectionError, VarInt};
 
-use super::spawn;
 use crate::error::{from_connection_error, stream_reset, stream_stopped};
 
 fn write_error(e: quinn::WriteError) -> io::Error {
@@ -27,13 +26,6 @@ fn read_error(e: quinn::ReadError) -> io::Error {
     }
 }
 
-fn gone() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::NotConnected,
-        "spargio-quic: bridge stream lost (an earlier operation was cancelled)",
-    )
-}
-
 #[derive(Clone, Debug)]
 pub(crate) struct BridgeConn {
     conn: quinn::Connection,
@@ -49,34 +41,22 @@ impl BridgeConn {
     }
 
     pub(crate) async fn open_bi(&self) -> io::Result<(BridgeSend, BridgeRecv)> {
-        let c = self.conn.clone();
-        let (s, r) = spawn(async move { c.open_bi().await })
-            .await?
-            .map_err(from_connection_error)?;
+        let (s, r) = self.conn.open_bi().await.map_err(from_connection_error)?;
         Ok((BridgeSend::new(s), BridgeRecv::new(r)))
     }
 
     pub(crate) async fn open_uni(&self) -> io::Result<BridgeSend> {
-        let c = self.conn.clone();
-        let s = spawn(async move { c.open_uni().await })
-            .await?
-            .map_err(from_connection_error)?;
+        let s = self.conn.open_uni().await.map_err(from_connection_error)?;
         Ok(BridgeSend::new(s))
     }
 
     pub(crate) async fn accept_bi(&self) -> io::Result<(BridgeSend, BridgeRecv)> {
-        let c = self.conn.clone();
-        let (s, r) = spawn(async move { c.accept_bi().await })
-            .await?
-            .map_err(from_connection_error)?;
+        let (s, r) = self.conn.accept_bi().await.map_err(from_connection_error)?;
         Ok((BridgeSend::new(s), BridgeRecv::new(r)))
     }
 
     pub(crate) async fn accept_uni(&self) -> io::Result<BridgeRecv> {
-        let c = self.conn.clone();
-        let r = spawn(async move { c.accept_uni().await })
-            .await?
-            .map_err(from_connection_error)?;
+        let r = self.conn.accept_uni().await.map_err(from_connection_error)?;
         Ok(BridgeRecv::new(r))
     }
 
@@ -88,18 +68,14 @@ impl BridgeConn {
     }
 
     pub(crate) async fn read_datagram(&self) -> io::Result<Bytes> {
-        let c = self.conn.clone();
-        spawn(async move { c.read_datagram().await })
-            .await?
+        self.conn
+            .read_datagram()
+            .await
             .map_err(from_connection_error)
     }
 
     pub(crate) async fn closed(&self) -> ConnectionError {
-        let c = self.conn.clone();
-        match spawn(async move { c.closed().await }).await {
-            Ok(e) => e,
-            Err(_) => ConnectionError::LocallyClosed,
-        }
+        self.conn.closed().await
     }
 
     pub(crate) fn peer_cert_chain_der(&self) -> io::Result<Vec<Vec<u8>>> {
@@ -165,7 +141,7 @@ async fn write_or_stop<T>(
 
 #[derive(Debug)]
 pub(crate) struct BridgeSend {
-    stream: Option<quinn::SendStream>,
+    stream: quinn::SendStream,
     id: u64,
     /// `finish` succeeded: a later close is a no-op.
     finished: bool,
@@ -177,7 +153,7 @@ impl BridgeSend {
     fn new(s: quinn::SendStream) -> Self {
         BridgeSend {
             id: s.id().into(),
-            stream: Some(s),
+            stream: s,
             finished: false,
             stop_watch: None,
         }
@@ -191,10 +167,7 @@ impl BridgeSend {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let s = match self.stream.as_mut() {
-            Some(s) => s,
-            None => return Poll::Ready(Err(gone())),
-        };
+        let s = &mut self.stream;
         match Pin::new(&mut *s).poll_write(cx, data) {
             Poll::Pending => {
                 // Waiting for credit: also watch for a stop (see
@@ -234,32 +207,23 @@ impl BridgeSend {
     }
 
     pub(crate) async fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        let mut s = self.stream.take().ok_or_else(gone)?;
-        let data = Bytes::copy_from_slice(data);
-        let (s, r) = spawn(async move {
-            let stopped = s.stopped();
-            let r = write_or_stop(s.write(&data), stopped).await;
-            (s, r)
-        })
-        .await?;
-        self.stream = Some(s);
-        r.map_err(write_error)
+        let s = &mut self.stream;
+        let stopped = s.stopped();
+        write_or_stop(s.write(data), stopped)
+            .await
+            .map_err(write_error)
     }
 
     pub(crate) async fn write_bytes(&mut self, data: Bytes) -> io::Result<()> {
-        let mut s = self.stream.take().ok_or_else(gone)?;
-        let (s, r) = spawn(async move {
-            let stopped = s.stopped();
-            let r = write_or_stop(s.write_chunk(data), stopped).await;
-            (s, r)
-        })
-        .await?;
-        self.stream = Some(s);
-        r.map_err(write_error)
+        let s = &mut self.stream;
+        let stopped = s.stopped();
+        write_or_stop(s.write_chunk(data), stopped)
+            .await
+            .map_err(write_error)
     }
 
     pub(crate) fn finish(&mut self) -> io::Result<()> {
-        let s = self.stream.as_mut().ok_or_else(gone)?;
+        let s = &mut self.stream;
         s.finish()
             .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))?;
         self.finished = true;
@@ -267,20 +231,14 @@ impl BridgeSend {
     }
 
     pub(crate) fn reset(&mut self, code: VarInt) -> io::Result<()> {
-        let s = self.stream.as_mut().ok_or_else(gone)?;
+        let s = &mut self.stream;
         s.reset(code)
             .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))
     }
 
     pub(crate) async fn stopped(&mut self) -> io::Result<Option<u64>> {
-        let s = self.stream.take().ok_or_else(gone)?;
-        let (s, r) = spawn(async move {
-            let r = s.stopped().await;
-            (s, r)
-        })
-        .await?;
-        self.stream = Some(s);
-        match r {
+        let s = &mut self.stream;
+        match s.stopped().await {
             Ok(code) => Ok(code.map(VarInt::into_inner)),
             Err(quinn::StoppedError::ConnectionLost(c)) => Err(from_connection_error(c)),
             Err(e) => Err(io::Error::other(e)),
@@ -290,7 +248,7 @@ impl BridgeSend {
 
 #[derive(Debug)]
 pub(crate) struct BridgeRecv {
-    stream: Option<quinn::RecvStream>,
+    stream: quinn::RecvStream,
     id: u64,
     /// The reset code, once `poll_read` saw a reset (quinn reports it
     /// once, then end-of-stream; later reads repeat it, as on the native
@@ -302,7 +260,7 @@ impl BridgeRecv {
     fn new(r: quinn::RecvStream) -> Self {
         BridgeRecv {
             id: r.id().into(),
-            stream: Some(r),
+            stream: r,
             reset: None,
         }
     }
@@ -317,10 +275,7 @@ impl BridgeRecv {
         if let Some(code) = self.reset {
             return Poll::Ready(Err(read_error(quinn::ReadError::Reset(code))));
         }
-        let r = match self.stream.as_mut() {
-            Some(r) => r,
-            None => return Poll::Ready(Err(gone())),
-        };
+        let r = &mut self.stream;
         r.poll_read(cx, buf).map_err(|e| {
             if let quinn::ReadError::Reset(code) = e {
                 self.reset = Some(code);
@@ -334,18 +289,23 @@ impl BridgeRecv {
     }
 
     pub(crate) async fn read_chunk(&mut self, max: usize) -> io::Result<Option<Bytes>> {
-        let mut r = self.stream.take().ok_or_else(gone)?;
-        let (r, res) = spawn(async move {
-            let res = r.read_chunk(max, true).await;
-            (r, res)
-        })
-        .await?;
-        self.stream = Some(r);
-        res.map(|c| c.map(|c| c.bytes)).map_err(read_error)
+        if let Some(code) = self.reset {
+            return Err(read_error(quinn::ReadError::Reset(code)));
+        }
+        let r = &mut self.stream;
+        match r.read_chunk(max, true).await {
+            Ok(chunk) => Ok(chunk.map(|c| c.bytes)),
+            Err(e) => {
+                if let quinn::ReadError::Reset(code) = e {
+                    self.reset = Some(code);
+                }
+                Err(read_error(e))
+            }
+        }
     }
 
     pub(crate) fn stop(&mut self, code: VarInt) -> io::Result<()> {
-        let r = self.stream.as_mut().ok_or_else(gone)?;
+        let r = &mut self.stream;
         r.stop(code)
             .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))
     }

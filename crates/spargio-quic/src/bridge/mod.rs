@@ -1,17 +1,18 @@
 //! The bridge backend: quinn on one shared Tokio runtime.
 //!
 //! The runtime is created lazily on first use (two worker threads,
-//! `spargio-quic-bridge`) and lives for the rest of the process. Every
-//! asynchronous operation is spawned onto it and its
-//! `tokio::task::JoinHandle` (a plain future) is awaited from spargio, so
-//! quinn's I/O and timers stay on Tokio's reactor. Synchronous calls
-//! (`finish`, `reset`, `send_datagram`, `close`) call quinn directly:
-//! quinn's handles are thread-safe.
+//! `spargio-quic-bridge`) and lives for the rest of the process. quinn's
+//! endpoint and connection drivers (its I/O and timers) run there.
 //!
-//! A stream is moved into the spawned task for the duration of a read or
-//! write and handed back with the result; if the spargio future is
-//! dropped mid-operation the task is aborted and the stream is lost
-//! (unlike the native backend, the bridge is not cancel-safe).
+//! Stream and connection operations (open, accept, read, write, stopped,
+//! datagrams, closed) poll quinn's own futures on the caller's spargio
+//! task: quinn's handles are thread-safe and its futures need no Tokio
+//! context, only its drivers do. So they cost no hop, and a dropped one
+//! loses nothing, as on the native backend: the stream stays with its
+//! handle. Only the endpoint's `connect`, `accept` and `wait_idle` run
+//! as tasks on the Tokio runtime (quinn spawns the new connection's
+//! driver from there), awaited through their `JoinHandle`; a dropped one
+//! aborts its task, which drops a connection whose handshake it awaited.
 
 mod conn;
 mod endpoint;
