@@ -34,7 +34,10 @@ async fn timeouts_lose_nothing(handle: &RuntimeHandle, options: QuicEndpointOpti
     // A read with nothing to read: times out; the bytes behind it arrive
     // in order on the same stream.
     assert_eq!(
-        hang("read", c_recv.read_chunk(64)).await.unwrap().as_deref(),
+        hang("read", c_recv.read_chunk(64))
+            .await
+            .unwrap()
+            .as_deref(),
         Some(&b"opened"[..])
     );
     assert!(spargio::time::timeout(SHORT, c_recv.read_chunk(64))

@@ -56,7 +56,11 @@ impl BridgeConn {
     }
 
     pub(crate) async fn accept_uni(&self) -> io::Result<BridgeRecv> {
-        let r = self.conn.accept_uni().await.map_err(from_connection_error)?;
+        let r = self
+            .conn
+            .accept_uni()
+            .await
+            .map_err(from_connection_error)?;
         Ok(BridgeRecv::new(r))
     }
 
