@@ -123,6 +123,7 @@ const STAT_WINDOW: usize = 32;
 /// let usage = du(&handle, &dir, options).await.unwrap();
 /// assert_eq!((usage.dirs, usage.files), (2, 1));
 /// assert!(usage.bytes >= 10_000);
+/// assert_eq!(usage.total_bytes, usage.bytes);
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// # })).unwrap();
 /// ```
@@ -159,7 +160,7 @@ pub async fn du(
 
     let mut summary = DuSummary::default();
     let Some(root_dir) = walk.count(root.to_owned(), &meta, true, &mut summary) else {
-        return Ok(summary);
+        return Ok(summary.finish());
     };
     walk.lock_stack().dirs.push(root_dir);
 
@@ -177,6 +178,6 @@ pub async fn du(
     let failed = walk.lock_stack().failed.take();
     match failed {
         Some(err) => Err(err),
-        None => Ok(summary),
+        None => Ok(summary.finish()),
     }
 }

@@ -108,6 +108,9 @@ impl DuOptions {
 pub struct DuSummary {
     /// Total size in bytes, as [`DuSizeMode`] defines it (root included).
     pub bytes: u64,
+    /// The same value as [`DuSummary::bytes`], under the reference crate's
+    /// name.
+    pub total_bytes: u64,
     /// Regular files counted.
     pub files: u64,
     /// Directories counted, the root included.
@@ -129,6 +132,12 @@ pub struct DuSummary {
 }
 
 impl DuSummary {
+    /// The summary as handed to the caller: `total_bytes` filled in.
+    pub(super) fn finish(mut self) -> DuSummary {
+        self.total_bytes = self.bytes;
+        self
+    }
+
     pub(super) fn merge(&mut self, other: &DuSummary) {
         self.bytes = self.bytes.saturating_add(other.bytes);
         self.files += other.files;
