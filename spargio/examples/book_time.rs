@@ -101,9 +101,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let calls: Vec<_> = (0..100u64)
             .map(|i| {
                 let client = client.clone();
-                tokio::spawn(
-                    async move { client.call_with_timeout(i, Duration::from_secs(5)).await },
-                )
+                // Accepted (queued), then answered: two stages, both
+                // bounded by the 5 s deadline.
+                tokio::spawn(async move {
+                    let ticket = client.call_with_timeout(i, Duration::from_secs(5)).await?;
+                    ticket.await
+                })
             })
             .collect();
         let mut sum = 0;

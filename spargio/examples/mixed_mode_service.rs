@@ -87,7 +87,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             Duration::from_secs(5)
                         };
                         let t = Instant::now();
-                        match client.call_with_timeout(req, timeout).await {
+                        // Both stages (accepted, then answered) in one future.
+                        match client.request_with_timeout(req, timeout).await {
                             Ok(resp) => {
                                 assert_eq!(resp.id, id);
                                 assert_ne!(resp.checksum, 0);

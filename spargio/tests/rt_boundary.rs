@@ -35,7 +35,8 @@ fn tokio_clients_call_a_spargio_server() {
             let calls: Vec<_> = (0..500u32)
                 .map(|i| {
                     let c = client.clone();
-                    tokio::spawn(async move { c.call(i).await })
+                    // Accepted, then answered.
+                    tokio::spawn(async move { c.call(i).await?.await })
                 })
                 .collect();
             let mut out = Vec::new();
@@ -67,7 +68,7 @@ fn spargio_clients_call_a_tokio_server() {
     let calls: Vec<_> = (0..100usize)
         .map(|i| {
             let c = client.clone();
-            h.spawn_stealable(async move { c.call("x".repeat(i)).await })
+            h.spawn_stealable(async move { c.request("x".repeat(i)).await })
                 .unwrap()
         })
         .collect();
@@ -87,7 +88,7 @@ fn try_call_is_overloaded_when_full_and_call_waits_for_room() {
     assert!(boundary::stats_snapshot().overloaded > before);
     // A waiting call goes through once the server drains.
     let c2 = client.clone();
-    let waiting = std::thread::spawn(move || block_on(c2.call(4)));
+    let waiting = std::thread::spawn(move || block_on(c2.request(4)));
     let rt = runtime(1);
     rt.handle()
         .spawn_stealable(async move {
@@ -105,7 +106,8 @@ fn try_call_is_overloaded_when_full_and_call_waits_for_room() {
 #[test]
 fn a_timed_out_call_is_reported_to_the_server_as_canceled() {
     let (client, server) = boundary::channel::<u8, u8>(4);
-    let err = block_on(client.call_with_timeout(1, Duration::from_millis(10))).unwrap_err();
+    let ticket = block_on(client.call_with_timeout(1, Duration::from_millis(10))).unwrap();
+    let err = block_on(ticket).unwrap_err();
     assert_eq!(err, BoundaryError::Timeout);
     assert_eq!(
         std::io::Error::from(err).kind(),
@@ -156,7 +158,7 @@ fn closing_either_side_is_reported() {
     let queued = client.try_call(1).unwrap();
     drop(server);
     assert_eq!(block_on(queued), Err(BoundaryError::Closed));
-    assert_eq!(block_on(client.call(2)), Err(BoundaryError::Closed));
+    assert_eq!(block_on(client.call(2)).unwrap_err(), BoundaryError::Closed);
     assert_eq!(client.try_call(3).unwrap_err(), BoundaryError::Closed);
 
     let (client, server) = boundary::channel::<u8, u8>(4);

@@ -36,8 +36,12 @@ use super::BoundaryError;
 ///         let _ = req.respond(n * n);
 ///     }
 /// })?;
-/// // Any executor (here: a plain thread) can call in.
-/// assert_eq!(spargio::block_on(client.call(12))?, 144);
+/// // Any executor (here: a plain thread) can call in: the request is
+/// // accepted, then the ticket is awaited for the answer.
+/// let ticket = spargio::block_on(client.call(12))?;
+/// assert_eq!(spargio::block_on(ticket)?, 144);
+/// // Both stages in one call:
+/// assert_eq!(spargio::block_on(client.request(5))?, 25);
 /// # Ok(()) }
 /// ```
 pub fn channel<Req, Resp>(
@@ -170,7 +174,10 @@ impl<Req, Resp> BoundaryClient<Req, Resp> {
         let waiters = std::mem::take(&mut state.server_waiters);
         drop(state);
         wake_all(waiters);
-        Ok(Enqueue::Queued(BoundaryTicket { reply: Some(reply) }))
+        Ok(Enqueue::Queued(BoundaryTicket {
+            reply: Some(reply),
+            deadline: None,
+        }))
     }
 
     /// Queues a request without waiting: `Overloaded` when the channel is
@@ -182,26 +189,56 @@ impl<Req, Resp> BoundaryClient<Req, Resp> {
         }
     }
 
-    /// Sends a request, waiting for room, and waits for the reply.
-    pub async fn call(&self, req: Req) -> Result<Resp, BoundaryError> {
-        let ticket = self.enqueue_waiting(req, None).await?;
-        ticket.await
+    /// Sends a request, waiting for room. Two stages, as in the reference
+    /// crate: this resolves once the request is accepted (queued), or
+    /// fails with `Closed`; the [`BoundaryTicket`] it yields is then
+    /// awaited for the reply. [`BoundaryClient::request`] does both.
+    ///
+    /// ```
+    /// use spargio::boundary;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (client, server) = boundary::channel::<u32, u32>(4);
+    /// let ticket = spargio::block_on(client.call(20))?; // accepted
+    /// let req = spargio::block_on(server.recv())?;
+    /// let n = *req.request();
+    /// req.respond(n + 1)?;
+    /// assert_eq!(spargio::block_on(ticket)?, 21); // answered
+    /// # Ok(()) }
+    /// ```
+    pub async fn call(&self, req: Req) -> Result<BoundaryTicket<Resp>, BoundaryError> {
+        self.enqueue_waiting(req, None).await
     }
 
-    /// [`BoundaryClient::call`] bounded by `timeout` (waiting for room and
-    /// for the reply). The server sees the deadline on the request; a
-    /// request whose caller timed out is skipped by `recv`.
+    /// [`BoundaryClient::call`] bounded by `timeout`: waiting for room, and
+    /// then the ticket's wait for the reply, end with `Timeout` at the
+    /// deadline. The server sees the deadline on the request; a request
+    /// whose caller timed out is skipped by `recv`.
     pub async fn call_with_timeout(
         &self,
         req: Req,
         timeout: Duration,
-    ) -> Result<Resp, BoundaryError> {
+    ) -> Result<BoundaryTicket<Resp>, BoundaryError> {
         let deadline = Instant::now().checked_add(timeout);
-        let ticket = self.enqueue_waiting(req, deadline).await?;
-        match deadline {
-            Some(at) => ticket.wait_until(at).await,
-            None => ticket.await,
-        }
+        let mut ticket = self.enqueue_waiting(req, deadline).await?;
+        ticket.deadline = deadline.map(Deadline::new);
+        Ok(ticket)
+    }
+
+    /// Sends a request and waits for the reply: both stages of
+    /// [`BoundaryClient::call`] in one future.
+    pub async fn request(&self, req: Req) -> Result<Resp, BoundaryError> {
+        self.call(req).await?.await
+    }
+
+    /// Both stages of [`BoundaryClient::call_with_timeout`] in one future,
+    /// bounded by `timeout` as a whole.
+    pub async fn request_with_timeout(
+        &self,
+        req: Req,
+        timeout: Duration,
+    ) -> Result<Resp, BoundaryError> {
+        self.call_with_timeout(req, timeout).await?.await
     }
 
     async fn enqueue_waiting(
@@ -386,10 +423,14 @@ impl<Req, Resp> Drop for BoundaryRequest<Req, Resp> {
 
 // ===== impl BoundaryTicket =====
 
-/// The pending reply of a call; a future. Dropping it tells the server the
+/// The pending reply of an accepted call (the second stage of
+/// [`BoundaryClient::call`]); a future. Dropping it tells the server the
 /// caller is gone.
 pub struct BoundaryTicket<Resp> {
     reply: Option<Arc<Reply<Resp>>>,
+    /// When the reply must have come: set by `call_with_timeout` and
+    /// `wait_timeout`.
+    deadline: Option<Deadline>,
 }
 
 impl<Resp> fmt::Debug for BoundaryTicket<Resp> {
@@ -399,24 +440,26 @@ impl<Resp> fmt::Debug for BoundaryTicket<Resp> {
 }
 
 impl<Resp> BoundaryTicket<Resp> {
-    /// Waits for the reply at most `timeout`.
-    pub async fn wait_timeout(self, timeout: Duration) -> Result<Resp, BoundaryError> {
-        match Instant::now().checked_add(timeout) {
-            Some(at) => self.wait_until(at).await,
-            None => self.await,
+    /// Waits for the reply at most `timeout` (or until the deadline of
+    /// `call_with_timeout`, if that is earlier), then gives up with
+    /// `Timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use spargio::boundary::{self, BoundaryError};
+    ///
+    /// let (client, _server) = boundary::channel::<u32, u32>(1);
+    /// let ticket = spargio::block_on(client.call(1)).unwrap();
+    /// let waited = spargio::block_on(ticket.wait_timeout(Duration::from_millis(5)));
+    /// assert_eq!(waited, Err(BoundaryError::Timeout));
+    /// ```
+    pub async fn wait_timeout(mut self, timeout: Duration) -> Result<Resp, BoundaryError> {
+        if let Some(at) = Instant::now().checked_add(timeout) {
+            if self.deadline.as_ref().is_none_or(|d| at < d.at()) {
+                self.deadline = Some(Deadline::new(at));
+            }
         }
-    }
-
-    async fn wait_until(mut self, at: Instant) -> Result<Resp, BoundaryError> {
-        let mut timer = pin!(Deadline::new(at));
-        poll_fn(|cx| match Pin::new(&mut self).poll(cx) {
-            Poll::Ready(r) => Poll::Ready(r),
-            Poll::Pending => timer
-                .as_mut()
-                .poll(cx)
-                .map(|()| Err(count(BoundaryError::Timeout))),
-        })
-        .await
+        self.await
     }
 }
 
@@ -424,15 +467,24 @@ impl<Resp> Future for BoundaryTicket<Resp> {
     type Output = Result<Resp, BoundaryError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let reply = self
+        let this = &mut *self;
+        let reply = this
             .reply
             .as_ref()
             .expect("BoundaryTicket polled after it completed");
-        let out = reply.poll(cx);
-        if out.is_ready() {
-            self.reply = None;
+        if let Poll::Ready(out) = reply.poll(cx) {
+            this.reply = None;
+            return Poll::Ready(out);
         }
-        out
+        match this.deadline.as_mut().map(|d| Pin::new(d).poll(cx)) {
+            Some(Poll::Ready(())) => {
+                if let Some(reply) = this.reply.take() {
+                    reply.abandon();
+                }
+                Poll::Ready(Err(count(BoundaryError::Timeout)))
+            }
+            _ => Poll::Pending,
+        }
     }
 }
 

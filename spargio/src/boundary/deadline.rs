@@ -108,6 +108,10 @@ impl Deadline {
             registered: None,
         }
     }
+
+    pub(crate) fn at(&self) -> Instant {
+        self.at
+    }
 }
 
 impl Future for Deadline {
