@@ -61,10 +61,9 @@ async fn send_retry(ctx: &ShardCtx, target: usize, tag: u16, val: u32) {
 
 /// Waits for the next message and checks its tag.
 async fn expect(ctx: &ShardCtx, want: u16) -> u32 {
-    match ctx.next_event().await {
-        Event::RingMsg { tag, val, .. } if tag == want => val,
-        other => panic!("expected tag {want}, got {other:?}"),
-    }
+    let Event::RingMsg { tag, val, .. } = ctx.next_event().await;
+    assert_eq!(tag, want, "unexpected tag (val {val})");
+    val
 }
 
 /// The persistent worker on shard B: echoes pings (`val + 1`), counts data
@@ -74,21 +73,20 @@ async fn spargio_peer() {
     let ctx = ShardCtx::current().expect("peer runs on a shard");
     let mut count = 0u32;
     loop {
-        if let Event::RingMsg { from, tag, val } = ctx.next_event().await {
-            match tag {
-                TAG_PING => send_retry(&ctx, from, TAG_PING, val + 1).await,
-                TAG_DATA => {
-                    // Messages from one sender arrive in order.
-                    assert_eq!(val, count, "one-way message out of order");
-                    count += 1;
-                }
-                TAG_FLUSH => {
-                    send_retry(&ctx, from, TAG_ACK, count).await;
-                    count = 0;
-                }
-                TAG_STOP => break,
-                _ => {}
+        let Event::RingMsg { from, tag, val } = ctx.next_event().await;
+        match tag {
+            TAG_PING => send_retry(&ctx, from, TAG_PING, val + 1).await,
+            TAG_DATA => {
+                // Messages from one sender arrive in order.
+                assert_eq!(val, count, "one-way message out of order");
+                count += 1;
             }
+            TAG_FLUSH => {
+                send_retry(&ctx, from, TAG_ACK, count).await;
+                count = 0;
+            }
+            TAG_STOP => break,
+            _ => {}
         }
     }
 }

@@ -47,14 +47,18 @@ async fn counter() -> u32 {
     let mut total = 0u32;
     loop {
         let event = ctx.next_event().await;
-        match (event, event.decode::<Cmd>()) {
-            (_, Some(Cmd::Add(n))) => total += n,
-            (Event::RingMsg { from, .. }, Some(Cmd::Report)) => {
-                ctx.send(from, Cmd::Total(total)).await.expect("reply");
+        let Event::RingMsg { from, .. } = event;
+        match event.decode::<Cmd>() {
+            Some(Cmd::Add(n)) => total += n,
+            Some(Cmd::Report) => {
+                // Refused at once, or accepted with a ticket to await.
+                let ticket = ctx.send(from, Cmd::Total(total)).expect("room");
+                ticket.await.expect("reply");
             }
-            // From a thread outside the runtime the event is `External`.
-            (_, Some(Cmd::Stop)) => return total,
-            (other, _) => panic!("unexpected event {other:?}"),
+            // From a thread outside the runtime `from` is
+            // `Event::EXTERNAL_SENDER` (`event.sender()` is `None`).
+            Some(Cmd::Stop) => return total,
+            _ => panic!("unexpected event {event:?}"),
         }
     }
 }
@@ -102,7 +106,7 @@ fn hot_lanes() -> Result<(), Box<dyn std::error::Error>> {
     handle.spawn_pinned(0, async {
         let ctx = ShardCtx::current().unwrap();
         for _ in 0..100 {
-            ctx.send_many_raw_nowait(1, &[(MORE_WORK, 1), (MORE_WORK, 5)])
+            ctx.send_many_raw_nowait(1, [(MORE_WORK, 1), (MORE_WORK, 5)])
                 .expect("room in the mailbox");
         }
         ctx.send_raw_nowait(1, STOP, 0)
@@ -131,12 +135,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         // A batch: all of it is queued or none of it, with one doorbell.
         let batch = [Cmd::Add(10); 4];
-        while let Err(SendError::Backpressure) = ctx.send_many_nowait(1, &batch) {
+        while let Err(SendError::Backpressure) = ctx.send_many_nowait(1, batch) {
             spargio::yield_now().await;
         }
         // A barrier: every doorbell owed for the sends above has been
         // submitted to the kernel once this resolves.
-        ctx.flush().await.unwrap();
+        ctx.flush().expect("flush").await.unwrap();
         // Ask for the total (the owner answers with a ticketed `send`).
         send_with_retry(&ctx, 1, Cmd::Report).await;
         match ctx.next_event().await.decode::<Cmd>() {
@@ -149,7 +153,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // ANCHOR: external
     // From this (non-runtime) thread: the message travels through shard
-    // 1's inbox and eventfd, and arrives as `Event::External`.
+    // 1's inbox and eventfd, and arrives from `Event::EXTERNAL_SENDER`.
     handle.remote(1).send_nowait(Cmd::Stop)?;
     assert_eq!(spargio::block_on(owner)?, 1040);
     // ANCHOR_END: external

@@ -83,9 +83,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     h.spawn_pinned(last, async move {
         let ctx = ShardCtx::current().unwrap();
         for _ in 0..rounds {
-            if let Event::RingMsg { from, tag, val } = ctx.next_event().await {
-                ctx.send_raw_nowait(from, tag, val + 1).unwrap();
-            }
+            let Event::RingMsg { from, tag, val } = ctx.next_event().await;
+            ctx.send_raw_nowait(from, tag, val + 1).unwrap();
         }
     })?;
     let start = Instant::now();

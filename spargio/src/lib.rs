@@ -32,13 +32,12 @@
 //! // Messages between shards: shard 1 echoes one message back to shard 0.
 //! handle.spawn_pinned(1, async {
 //!     let ctx = ShardCtx::current().unwrap();
-//!     if let Event::RingMsg { from, tag, val } = ctx.next_event().await {
-//!         ctx.send_raw(from, tag, val + 1).await.unwrap();
-//!     }
+//!     let Event::RingMsg { from, tag, val } = ctx.next_event().await;
+//!     ctx.send_raw(from, tag, val + 1).unwrap().await.unwrap();
 //! })?;
 //! let reply = handle.spawn_pinned(0, async {
 //!     let ctx = ShardCtx::current().unwrap();
-//!     ctx.send_raw(1, 1, 41).await.unwrap();
+//!     ctx.send_raw(1, 1, 41).unwrap().await.unwrap();
 //!     ctx.next_event().await
 //! })?;
 //! assert_eq!(spargio::block_on(reply)?, Event::RingMsg { from: 1, tag: 1, val: 42 });

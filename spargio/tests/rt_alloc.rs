@@ -58,9 +58,8 @@ fn steady_state_paths_do_not_allocate() {
     h.spawn_pinned(1, async {
         let ctx = ShardCtx::current().unwrap();
         loop {
-            if let Event::RingMsg { from, tag, val } = ctx.next_event().await {
-                ctx.send_raw_nowait(from, tag, val).unwrap();
-            }
+            let Event::RingMsg { from, tag, val } = ctx.next_event().await;
+            ctx.send_raw_nowait(from, tag, val).unwrap();
         }
     })
     .unwrap();

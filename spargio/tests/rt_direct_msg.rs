@@ -38,7 +38,7 @@ fn direct_messages_carry_sender_tag_and_every_value_bit() {
             for (i, v) in vals.into_iter().enumerate() {
                 ctx.send_raw_direct_nowait(1, i as u16, v).unwrap();
             }
-            ctx.send_many_raw_direct_nowait(1, &[(u16::MAX, 7), (40, 41)])
+            ctx.send_many_raw_direct_nowait(1, [(u16::MAX, 7), (40, 41)])
                 .unwrap();
         })
         .unwrap(),
@@ -47,10 +47,7 @@ fn direct_messages_carry_sender_tag_and_every_value_bit() {
     let mut got: Vec<(usize, u16, u32)> = block_on(rx)
         .unwrap()
         .into_iter()
-        .map(|e| match e {
-            Event::RingMsg { from, tag, val } => (from, tag, val),
-            other => panic!("expected a ring message, got {other:?}"),
-        })
+        .map(|Event::RingMsg { from, tag, val }| (from, tag, val))
         .collect();
     got.sort_unstable();
     let mut want: Vec<(usize, u16, u32)> = vals
@@ -85,7 +82,7 @@ fn unread_direct_messages_are_bounded_and_a_refused_batch_sends_nothing() {
             }
             // 5 + 4 > 8: all or none.
             assert_eq!(
-                ctx.send_many_raw_direct_nowait(1, &[(2, 0), (2, 1), (2, 2), (2, 3)]),
+                ctx.send_many_raw_direct_nowait(1, [(2, 0), (2, 1), (2, 2), (2, 3)]),
                 Err(SendError::Backpressure)
             );
             for i in 5..8 {
@@ -156,12 +153,16 @@ fn where_msg_ring_cannot_go_direct_sends_take_the_queued_path() {
             val: 33
         }
     );
-    // From outside the runtime: the inbox, arriving as an external message.
+    // From outside the runtime: the inbox, arriving from the external sender.
     let rx = collect(&h, 0, 1);
     h.remote(0).send_raw_direct_nowait(4, 44).unwrap();
     assert_eq!(
         block_on(rx).unwrap(),
-        vec![Event::External { tag: 4, val: 44 }]
+        vec![Event::RingMsg {
+            from: Event::EXTERNAL_SENDER,
+            tag: 4,
+            val: 44
+        }]
     );
     // A shard that does not exist.
     let err = block_on(

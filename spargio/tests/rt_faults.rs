@@ -73,9 +73,8 @@ fn ping_pong(h: &RuntimeHandle, rounds: u64) -> spargio::JoinHandle<u64> {
         .spawn_pinned(1, async move {
             let ctx = spargio::ShardCtx::current().unwrap();
             for _ in 0..rounds {
-                if let spargio::Event::RingMsg { from, tag, val } = ctx.next_event().await {
-                    ctx.send_raw(from, tag, val + 1).await.unwrap();
-                }
+                let spargio::Event::RingMsg { from, tag, val } = ctx.next_event().await;
+                ctx.send_raw(from, tag, val + 1).unwrap().await.unwrap();
             }
         })
         .unwrap();
@@ -83,7 +82,7 @@ fn ping_pong(h: &RuntimeHandle, rounds: u64) -> spargio::JoinHandle<u64> {
         let ctx = spargio::ShardCtx::current().unwrap();
         let mut n = 0;
         for i in 0..rounds {
-            ctx.send_raw(1, 1, i as u32).await.unwrap();
+            ctx.send_raw(1, 1, i as u32).unwrap().await.unwrap();
             let (_, v) = ctx.next_event().await.payload();
             assert_eq!(u64::from(v), i + 1);
             n += 1;

@@ -44,9 +44,9 @@ fn every_source_is_routed_by_tag() {
         h.spawn_pinned(0, async {
             let ctx = ShardCtx::current().unwrap();
             // Mailbox, then direct.
-            ctx.send_many_raw_nowait(1, &[(WORK, 10), (STOP, 11), (MORE, 1)])
+            ctx.send_many_raw_nowait(1, [(WORK, 10), (STOP, 11), (MORE, 1)])
                 .unwrap();
-            ctx.send_many_raw_direct_nowait(1, &[(WORK, 20), (STOP, 21), (MORE, 2)])
+            ctx.send_many_raw_direct_nowait(1, [(WORK, 20), (STOP, 21), (MORE, 2)])
                 .unwrap();
         })
         .unwrap(),

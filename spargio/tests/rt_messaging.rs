@@ -43,7 +43,7 @@ fn messages_from_one_sender_arrive_in_order_exactly_once() {
                     Err(e) => panic!("{e}"),
                 }
             }
-            ctx.send_raw(1, DONE, 0).await.unwrap();
+            ctx.send_raw(1, DONE, 0).unwrap().await.unwrap();
         })
         .unwrap(),
     )
@@ -69,7 +69,7 @@ fn backpressure_refuses_without_losing_and_recovers() {
             }
             tx.send(ctx.send_raw_nowait(1, DATA, 99)).unwrap();
             // All-or-nothing batches.
-            tx.send(ctx.send_many_raw_nowait(1, &[(DATA, 100), (DATA, 101)]))
+            tx.send(ctx.send_many_raw_nowait(1, [(DATA, 100), (DATA, 101)]))
                 .unwrap();
         })
         .unwrap(),
@@ -106,7 +106,7 @@ fn backpressure_refuses_without_losing_and_recovers() {
 }
 
 #[test]
-fn outside_thread_messages_arrive_in_order_as_external() {
+fn outside_thread_messages_arrive_in_order_from_the_external_sender() {
     let rt = runtime(2);
     let h = rt.handle();
     let receiver = h
@@ -115,7 +115,11 @@ fn outside_thread_messages_arrive_in_order_as_external() {
             let mut vals = Vec::new();
             while vals.len() < 1000 {
                 match ctx.next_event().await {
-                    Event::External { tag: DATA, val } => vals.push(val),
+                    Event::RingMsg {
+                        from: Event::EXTERNAL_SENDER,
+                        tag: DATA,
+                        val,
+                    } => vals.push(val),
                     other => panic!("unexpected {other:?}"),
                 }
             }
@@ -132,7 +136,7 @@ fn outside_thread_messages_arrive_in_order_as_external() {
             }
         }
     }
-    block_on(remote.flush()).unwrap();
+    block_on(remote.flush().unwrap()).unwrap();
     assert_eq!(block_on(receiver).unwrap(), (0..1000).collect::<Vec<_>>());
 }
 
@@ -151,7 +155,7 @@ fn outside_backpressure_is_reported() {
         Err(SendError::Backpressure)
     );
     assert_eq!(
-        remote.send_many_raw_nowait(&[(DATA, 4)]),
+        remote.send_many_raw_nowait([(DATA, 4)]),
         Err(SendError::Backpressure)
     );
 }
@@ -219,9 +223,9 @@ fn typed_messages_and_batches_round_trip() {
         h.spawn_pinned(0, async {
             let ctx = ShardCtx::current().unwrap();
             let batch: Vec<Cmd> = (1..=100).map(Cmd::Add).collect();
-            ctx.send_many_nowait(1, &batch).unwrap();
-            ctx.flush().await.unwrap();
-            ctx.send(1, Cmd::Stop).await.unwrap();
+            ctx.send_many_nowait(1, batch).unwrap();
+            ctx.flush().unwrap().await.unwrap();
+            ctx.send(1, Cmd::Stop).unwrap().await.unwrap();
         })
         .unwrap(),
     )
@@ -243,7 +247,7 @@ fn several_waiters_share_one_event_stream() {
         h.spawn_pinned(0, async {
             let ctx = ShardCtx::current().unwrap();
             for v in 0..4 {
-                ctx.send_raw(1, DATA, v).await.unwrap();
+                ctx.send_raw(1, DATA, v).unwrap().await.unwrap();
             }
         })
         .unwrap(),

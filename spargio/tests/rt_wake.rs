@@ -25,12 +25,8 @@ fn ping_pong(rounds: u32, shards: usize) {
         .spawn_pinned(last, async move {
             let ctx = ShardCtx::current().unwrap();
             for _ in 0..rounds {
-                match ctx.next_event().await {
-                    Event::RingMsg { from, tag, val } => {
-                        ctx.send_raw(from, tag, val + 1).await.unwrap()
-                    }
-                    other => panic!("{other:?}"),
-                }
+                let Event::RingMsg { from, tag, val } = ctx.next_event().await;
+                ctx.send_raw(from, tag, val + 1).unwrap().await.unwrap();
             }
         })
         .unwrap();
@@ -39,7 +35,7 @@ fn ping_pong(rounds: u32, shards: usize) {
             let ctx = ShardCtx::current().unwrap();
             let mut v = 0;
             for _ in 0..rounds {
-                ctx.send_raw(last, 1, v).await.unwrap();
+                ctx.send_raw(last, 1, v).unwrap().await.unwrap();
                 v = ctx.next_event().await.payload().1;
             }
             v

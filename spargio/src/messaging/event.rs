@@ -2,23 +2,38 @@
 
 use crate::shard_id::ShardId;
 
-/// An event delivered to a shard's event stream
-/// ([`ShardCtx::next_event`](crate::ShardCtx::next_event)).
+/// A message delivered to a shard
+/// ([`ShardCtx::next_event`](crate::ShardCtx::next_event),
+/// [`ShardCtx::next_hot_event`](crate::ShardCtx::next_hot_event)).
+///
+/// It has exactly one variant, as in the reference crate, so it is matched
+/// irrefutably; what is not a message has its own methods and types rather
+/// than a variant here. A message sent from a thread outside the runtime
+/// (through a [`RemoteShard`](crate::RemoteShard)) comes from
+/// [`Event::EXTERNAL_SENDER`]; [`Event::sender`] tells the two apart.
+///
+/// ```
+/// use spargio::{Event, Runtime, ShardCtx};
+///
+/// let rt = Runtime::builder().shards(2).build().unwrap();
+/// let h = rt.handle();
+/// let rx = h
+///     .spawn_pinned(1, async {
+///         let ctx = ShardCtx::current().unwrap();
+///         let Event::RingMsg { from, tag, val } = ctx.next_event().await;
+///         (from, tag, val)
+///     })
+///     .unwrap();
+/// h.remote(1).send_raw_nowait(4, 40).unwrap();
+/// assert_eq!(spargio::block_on(rx).unwrap(), (Event::EXTERNAL_SENDER, 4, 40));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Event {
-    /// A message from another shard (or from this shard to itself).
+    /// A message: from a shard of this runtime (or from this shard to
+    /// itself), or from outside it ([`Event::EXTERNAL_SENDER`]).
     RingMsg {
-        /// The sending shard.
+        /// The sending shard, or [`Event::EXTERNAL_SENDER`].
         from: ShardId,
-        /// The message tag.
-        tag: u16,
-        /// The message value.
-        val: u32,
-    },
-    /// A message sent from a thread outside the runtime through a
-    /// [`RemoteShard`](crate::RemoteShard).
-    External {
         /// The message tag.
         tag: u16,
         /// The message value.
@@ -27,11 +42,21 @@ pub enum Event {
 }
 
 impl Event {
+    /// The `from` of a message sent from a thread outside the runtime (the
+    /// reference crate's value). No shard has this index; a reply sent to
+    /// it fails with `SendError::InvalidShard`.
+    pub const EXTERNAL_SENDER: ShardId = ShardId::MAX;
+
+    /// The sending shard; `None` for a message from outside the runtime.
+    pub fn sender(&self) -> Option<ShardId> {
+        let Event::RingMsg { from, .. } = *self;
+        (from != Event::EXTERNAL_SENDER).then_some(from)
+    }
+
     /// The message's `(tag, val)`, whoever sent it.
     pub fn payload(&self) -> (u16, u32) {
-        match *self {
-            Event::RingMsg { tag, val, .. } | Event::External { tag, val } => (tag, val),
-        }
+        let Event::RingMsg { tag, val, .. } = *self;
+        (tag, val)
     }
 
     /// Decodes the payload as a typed message.

@@ -155,7 +155,11 @@ impl Worker {
         let (tag, val) = st.external.pop_front()?;
         self.me().external_msgs.fetch_sub(1, Ordering::Relaxed);
         Counters::bump_local(&self.counters().ring_msgs_completed);
-        Some(Event::External { tag, val })
+        Some(Event::RingMsg {
+            from: Event::EXTERNAL_SENDER,
+            tag,
+            val,
+        })
     }
 
     pub(crate) fn register_event_waiter(&self, waker: &Waker) {

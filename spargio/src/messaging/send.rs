@@ -8,11 +8,11 @@
 //! eventfd. Either way a message is queued exactly once or refused with an
 //! error, and messages from one sender to one target keep their order.
 
+use std::borrow::Borrow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::mailbox::pack;
-use super::RingMsg;
 use crate::driver::direct_msg::MAX_DIRECT_TARGET;
 use crate::error::SendError;
 use crate::scheduler::context;
@@ -159,22 +159,31 @@ pub(crate) fn resend(
     Ok(())
 }
 
-/// Encodes typed messages (on the stack for up to `CHUNK`) and sends them
-/// all or none.
-pub(crate) fn send_many_typed<M: RingMsg>(
-    shared: &Arc<Shared>,
-    target: ShardId,
-    msgs: &[M],
-) -> Result<(), SendError> {
-    if msgs.len() <= CHUNK {
-        let mut buf = [(0u16, 0u32); CHUNK];
-        for (slot, msg) in buf.iter_mut().zip(msgs) {
-            *slot = msg.encode();
+/// Gathers a batch for the all-or-nothing senders into one slice: on the
+/// stack for up to `CHUNK` messages, so a typical batch never allocates; a
+/// longer one spills to the heap. The whole batch must be in hand before
+/// anything is queued, since it is refused whole when it does not fit.
+pub(crate) fn with_batch<I, R>(msgs: I, send: impl FnOnce(&[(u16, u32)]) -> R) -> R
+where
+    I: IntoIterator,
+    I::Item: Borrow<(u16, u32)>,
+{
+    let mut msgs = msgs.into_iter();
+    let mut buf = [(0u16, 0u32); CHUNK];
+    for (n, slot) in buf.iter_mut().enumerate() {
+        match msgs.next() {
+            Some(msg) => *slot = *msg.borrow(),
+            None => return send(&buf[..n]),
         }
-        return send_all(shared, target, &buf[..msgs.len()]);
     }
-    let encoded: Vec<(u16, u32)> = msgs.iter().map(RingMsg::encode).collect();
-    send_all(shared, target, &encoded)
+    let Some(more) = msgs.next() else {
+        return send(&buf);
+    };
+    let mut spilled = Vec::with_capacity(2 * CHUNK);
+    spilled.extend_from_slice(&buf);
+    spilled.push(*more.borrow());
+    spilled.extend(msgs.map(|msg| *msg.borrow()));
+    send(&spilled)
 }
 
 fn send_from_shard(

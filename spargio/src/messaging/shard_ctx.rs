@@ -1,5 +1,6 @@
 //! `ShardCtx`: the current shard, seen from a task running on it.
 
+use std::borrow::Borrow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -31,15 +32,16 @@ use crate::task::JoinHandle;
 /// let handle = rt.handle();
 /// // Shard 1 waits for one message and returns it.
 /// let receiver = handle.spawn_pinned(1, async {
-///     ShardCtx::current().expect("on a shard").next_event().await
+///     let Event::RingMsg { from, tag, val } =
+///         ShardCtx::current().expect("on a shard").next_event().await;
+///     (from, tag, val)
 /// })?;
-/// // Shard 0 sends it.
+/// // Shard 0 sends it: accepted at once, then the ticket is awaited.
 /// handle.spawn_pinned(0, async {
 ///     let ctx = ShardCtx::current().unwrap();
-///     ctx.send_raw(1, 7, 42).await.unwrap();
+///     ctx.send_raw(1, 7, 42).unwrap().await.unwrap();
 /// })?;
-/// let event = spargio::block_on(receiver)?;
-/// assert_eq!(event, Event::RingMsg { from: 0, tag: 7, val: 42 });
+/// assert_eq!(spargio::block_on(receiver)?, (0, 7, 42));
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -82,9 +84,12 @@ impl ShardCtx {
         self.shared.shard_count()
     }
 
-    /// A handle for sending to `target` (usable from any thread).
-    pub fn remote(&self, target: ShardId) -> RemoteShard {
-        RemoteShard::new(self.shared.clone(), target)
+    /// A handle for sending to `target` (usable from any thread); `None`
+    /// when the runtime has no such shard.
+    /// ([`RuntimeHandle::remote`](crate::RuntimeHandle::remote) returns the
+    /// handle itself, whose sends then fail with `InvalidShard`.)
+    pub fn remote(&self, target: ShardId) -> Option<RemoteShard> {
+        (target < self.shard_count()).then(|| RemoteShard::new(self.shared.clone(), target))
     }
 
     /// Runs `fut` on this shard. The future may be `!Send` (hold `Rc`,
@@ -116,17 +121,18 @@ impl ShardCtx {
         Ok(handle)
     }
 
-    /// Sends `(tag, val)` to `target`; await the ticket to make sure a
-    /// parked target has been rung.
-    pub fn send_raw(&self, target: ShardId, tag: u16, val: u32) -> SendTicket {
-        SendTicket::new(
-            &self.shared,
-            send::send_all(&self.shared, target, &[(tag, val)]),
-        )
+    /// Sends `(tag, val)` to `target`. A refused send fails here, before
+    /// anything is awaited (`InvalidShard`, `Closed`, `Backpressure`); an
+    /// accepted one is queued already, and awaiting its ticket makes sure a
+    /// parked target has been rung:
+    /// `ctx.send_raw(1, tag, val)?.await?`.
+    pub fn send_raw(&self, target: ShardId, tag: u16, val: u32) -> Result<SendTicket, SendError> {
+        send::send_all(&self.shared, target, &[(tag, val)])?;
+        Ok(SendTicket::new(&self.shared))
     }
 
-    /// Sends a typed message.
-    pub fn send<M: RingMsg>(&self, target: ShardId, msg: M) -> SendTicket {
+    /// Sends a typed message (see [`ShardCtx::send_raw`]).
+    pub fn send<M: RingMsg>(&self, target: ShardId, msg: M) -> Result<SendTicket, SendError> {
         let (tag, val) = msg.encode();
         self.send_raw(target, tag, val)
     }
@@ -145,22 +151,37 @@ impl ShardCtx {
     }
 
     /// Sends all messages or none (`Backpressure` when they do not all
-    /// fit), with at most one doorbell.
-    pub fn send_many_raw_nowait(
-        &self,
-        target: ShardId,
-        msgs: &[(u16, u32)],
-    ) -> Result<(), SendError> {
-        send::send_all(&self.shared, target, msgs)
+    /// fit), with at most one doorbell. Takes any `IntoIterator` of
+    /// `(tag, val)`, by value or by reference: an array, a slice, a lazy
+    /// iterator. Up to 64 messages are gathered on the stack; a longer
+    /// batch is gathered on the heap first (it is refused whole or queued
+    /// whole).
+    ///
+    /// ```
+    /// # let rt = spargio::Runtime::builder().shards(2).build().unwrap();
+    /// # spargio::block_on(rt.handle().spawn_pinned(0, async {
+    /// let ctx = spargio::ShardCtx::current().unwrap();
+    /// ctx.send_many_raw_nowait(1, [(13, 1), (13, 2)]).unwrap();
+    /// ctx.send_many_raw_nowait(1, &[(13, 3)]).unwrap();
+    /// ctx.send_many_raw_nowait(1, (4..8).map(|v| (13, v))).unwrap();
+    /// # }).unwrap()).unwrap();
+    /// ```
+    pub fn send_many_raw_nowait<I>(&self, target: ShardId, msgs: I) -> Result<(), SendError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<(u16, u32)>,
+    {
+        send::with_batch(msgs, |batch| send::send_all(&self.shared, target, batch))
     }
 
-    /// Typed [`ShardCtx::send_many_raw_nowait`].
-    pub fn send_many_nowait<M: RingMsg>(
-        &self,
-        target: ShardId,
-        msgs: &[M],
-    ) -> Result<(), SendError> {
-        send::send_many_typed(&self.shared, target, msgs)
+    /// Typed [`ShardCtx::send_many_raw_nowait`], over any `IntoIterator`
+    /// of messages (by value; `slice.iter().copied()` for a slice).
+    pub fn send_many_nowait<M, I>(&self, target: ShardId, msgs: I) -> Result<(), SendError>
+    where
+        M: RingMsg,
+        I: IntoIterator<Item = M>,
+    {
+        self.send_many_raw_nowait(target, msgs.into_iter().map(|msg| msg.encode()))
     }
 
     /// Sends `(tag, val)` in its own `MSG_RING`: the value rides in the
@@ -184,14 +205,16 @@ impl ShardCtx {
     /// let h = rt.handle();
     /// let rx = h
     ///     .spawn_pinned(1, async {
-    ///         ShardCtx::current().unwrap().next_event().await
+    ///         let Event::RingMsg { from, tag, val } =
+    ///             ShardCtx::current().unwrap().next_event().await;
+    ///         (from, tag, val)
     ///     })
     ///     .unwrap();
     /// h.spawn_pinned(0, async {
     ///     ShardCtx::current().unwrap().send_raw_direct_nowait(1, 9, 99).unwrap();
     /// })
     /// .unwrap();
-    /// assert_eq!(spargio::block_on(rx).unwrap(), Event::RingMsg { from: 0, tag: 9, val: 99 });
+    /// assert_eq!(spargio::block_on(rx).unwrap(), (0, 9, 99));
     /// ```
     pub fn send_raw_direct_nowait(
         &self,
@@ -202,20 +225,23 @@ impl ShardCtx {
         send::send_direct(&self.shared, target, &[(tag, val)])
     }
 
-    /// [`ShardCtx::send_raw_direct_nowait`] for several messages: all are
-    /// posted or none (`Backpressure`), one `MSG_RING` each.
-    pub fn send_many_raw_direct_nowait(
-        &self,
-        target: ShardId,
-        msgs: &[(u16, u32)],
-    ) -> Result<(), SendError> {
-        send::send_direct(&self.shared, target, msgs)
+    /// [`ShardCtx::send_raw_direct_nowait`] for several messages, from
+    /// any `IntoIterator` of `(tag, val)` (as
+    /// [`ShardCtx::send_many_raw_nowait`]): all are posted or none
+    /// (`Backpressure`), one `MSG_RING` each.
+    pub fn send_many_raw_direct_nowait<I>(&self, target: ShardId, msgs: I) -> Result<(), SendError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<(u16, u32)>,
+    {
+        send::with_batch(msgs, |batch| send::send_direct(&self.shared, target, batch))
     }
 
-    /// A barrier: resolves once every doorbell this shard owes for earlier
-    /// sends has been submitted to the kernel.
-    pub fn flush(&self) -> SendTicket {
-        SendTicket::new(&self.shared, Ok(()))
+    /// A barrier: the ticket resolves once every doorbell this shard owes
+    /// for earlier sends has been submitted to the kernel. Never refused:
+    /// `ctx.flush().expect("flush").await`.
+    pub fn flush(&self) -> Result<SendTicket, SendError> {
+        Ok(SendTicket::new(&self.shared))
     }
 
     /// The next message for this shard.
@@ -225,8 +251,24 @@ impl ShardCtx {
     /// Messages from one sender arrive in the order sent; senders are
     /// served round-robin. Several tasks may wait at once; each message
     /// goes to one of them.
-    pub fn next_event(&self) -> NextEvent<'_> {
-        NextEvent { ctx: self }
+    ///
+    /// The future does not borrow the `ShardCtx` (it holds its own
+    /// handle), so it may come from a temporary:
+    ///
+    /// ```
+    /// use spargio::{Event, ShardCtx};
+    ///
+    /// # let rt = spargio::Runtime::builder().shards(1).build().unwrap();
+    /// # let got = spargio::block_on(rt.handle().spawn_pinned(0, async {
+    /// # ShardCtx::current().unwrap().send_raw_nowait(0, 1, 2).unwrap();
+    /// let next = ShardCtx::current().unwrap().next_event();
+    /// let Event::RingMsg { from, tag, val } = next.await;
+    /// # (from, tag, val)
+    /// # }).unwrap()).unwrap();
+    /// # assert_eq!(got, (0, 1, 2));
+    /// ```
+    pub fn next_event(&self) -> NextEvent {
+        NextEvent { ctx: self.clone() }
     }
 
     /// The next message if one is already queued.
@@ -239,8 +281,8 @@ impl ShardCtx {
     /// hot tags configured it never resolves.
     ///
     /// Panics if polled off this shard's thread.
-    pub fn next_hot_event(&self) -> NextHotEvent<'_> {
-        NextHotEvent { ctx: self }
+    pub fn next_hot_event(&self) -> NextHotEvent {
+        NextHotEvent { ctx: self.clone() }
     }
 
     /// Waits until the coalesced counter of `tag` (a tag configured with
@@ -248,8 +290,11 @@ impl ShardCtx {
     /// it: the sum of the values received since it was last taken.
     ///
     /// Panics if polled off this shard's thread.
-    pub fn next_hot_count(&self, tag: u16) -> NextHotCount<'_> {
-        NextHotCount { ctx: self, tag }
+    pub fn next_hot_count(&self, tag: u16) -> NextHotCount {
+        NextHotCount {
+            ctx: self.clone(),
+            tag,
+        }
     }
 
     /// Takes the coalesced counter of `tag` if it is nonzero.
@@ -268,13 +313,16 @@ impl ShardCtx {
 }
 
 /// Future returned by [`ShardCtx::next_event`].
+///
+/// It holds its own handle to the shard, not a borrow of the `ShardCtx`
+/// it came from; it must still be polled on that shard's thread.
 #[derive(Debug)]
 #[must_use = "futures do nothing unless awaited"]
-pub struct NextEvent<'a> {
-    ctx: &'a ShardCtx,
+pub struct NextEvent {
+    ctx: ShardCtx,
 }
 
-impl Future for NextEvent<'_> {
+impl Future for NextEvent {
     type Output = Event;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Event> {
@@ -289,13 +337,16 @@ impl Future for NextEvent<'_> {
 }
 
 /// Future returned by [`ShardCtx::next_hot_event`].
+///
+/// It holds its own handle to the shard, not a borrow of the `ShardCtx`
+/// it came from; it must still be polled on that shard's thread.
 #[derive(Debug)]
 #[must_use = "futures do nothing unless awaited"]
-pub struct NextHotEvent<'a> {
-    ctx: &'a ShardCtx,
+pub struct NextHotEvent {
+    ctx: ShardCtx,
 }
 
-impl Future for NextHotEvent<'_> {
+impl Future for NextHotEvent {
     type Output = Event;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Event> {
@@ -310,14 +361,17 @@ impl Future for NextHotEvent<'_> {
 }
 
 /// Future returned by [`ShardCtx::next_hot_count`].
+///
+/// It holds its own handle to the shard, not a borrow of the `ShardCtx`
+/// it came from; it must still be polled on that shard's thread.
 #[derive(Debug)]
 #[must_use = "futures do nothing unless awaited"]
-pub struct NextHotCount<'a> {
-    ctx: &'a ShardCtx,
+pub struct NextHotCount {
+    ctx: ShardCtx,
     tag: u16,
 }
 
-impl Future for NextHotCount<'_> {
+impl Future for NextHotCount {
     type Output = u64;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u64> {

@@ -1,4 +1,4 @@
-//! `SendTicket`: the awaitable result of a send or a flush.
+//! `SendTicket`: the awaitable second stage of an accepted send or flush.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,32 +9,58 @@ use crate::error::SendError;
 use crate::scheduler::context;
 use crate::scheduler::Shared;
 
-/// Resolves once a send (or everything sent before a flush) has been
-/// handed over: the message is in the target's queue and any doorbell it
-/// needed has been submitted to the kernel.
+/// Resolves once an accepted send (or everything sent before a flush) has
+/// been handed over: the message is in the target's queue and any doorbell
+/// it needed has been submitted to the kernel.
 ///
-/// Sends are queued when the ticket is created; awaiting it only makes sure
-/// the doorbell left the sender's ring. Dropping a ticket does not cancel
-/// the send.
+/// A send is decided in two stages, as in the reference crate: refusal is
+/// synchronous (`send_raw` returns `Err(SendError)` before anything is
+/// awaited), and a ticket exists only for a message already queued.
+/// Awaiting it then only makes sure the doorbell left the sender's ring, so
+/// here it always yields `Ok(())`; the `Result` keeps the reference's
+/// `ticket.await.unwrap()` compiling. Dropping a ticket does not cancel the
+/// send.
+///
+/// ```
+/// use spargio::{Event, Runtime, ShardCtx};
+///
+/// let rt = Runtime::builder().shards(2).build().unwrap();
+/// let h = rt.handle();
+/// let rx = h
+///     .spawn_pinned(1, async { ShardCtx::current().unwrap().next_event().await })
+///     .unwrap();
+/// h.spawn_pinned(0, async {
+///     let ctx = ShardCtx::current().unwrap();
+///     let ticket = ctx.send_raw(1, 3, 30).expect("accepted");
+///     ticket.await.expect("handed over");
+/// })
+/// .unwrap();
+/// let Event::RingMsg { from, tag, val } = spargio::block_on(rx).unwrap();
+/// assert_eq!((from, tag, val), (0, 3, 30));
+/// ```
 #[derive(Debug)]
-#[must_use = "a SendTicket reports whether the send succeeded"]
+#[must_use = "await the ticket to make sure the doorbell was submitted"]
 pub struct SendTicket {
-    result: Option<Result<(), SendError>>,
+    /// The runtime whose owed doorbells to submit when awaited on one of
+    /// its shards; `None` when nothing is owed (sent from outside).
     shared: Option<Arc<Shared>>,
+    done: bool,
 }
 
 impl SendTicket {
-    pub(crate) fn new(shared: &Arc<Shared>, result: Result<(), SendError>) -> SendTicket {
+    /// A ticket for a send or flush made on (or to) `shared`'s runtime.
+    pub(crate) fn new(shared: &Arc<Shared>) -> SendTicket {
         SendTicket {
-            result: Some(result),
             shared: Some(shared.clone()),
+            done: false,
         }
     }
 
-    pub(crate) fn ready(result: Result<(), SendError>) -> SendTicket {
+    /// A ticket with nothing left to do.
+    pub(crate) fn ready() -> SendTicket {
         SendTicket {
-            result: Some(result),
             shared: None,
+            done: false,
         }
     }
 }
@@ -43,17 +69,15 @@ impl Future for SendTicket {
     type Output = Result<(), SendError>;
 
     fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let result = self
-            .result
-            .take()
-            .expect("SendTicket polled after completion");
-        if let (Ok(()), Some(shared)) = (&result, self.shared.take()) {
+        assert!(!self.done, "SendTicket polled after completion");
+        self.done = true;
+        if let Some(shared) = self.shared.take() {
             context::with_worker(|w| {
                 if let Some(w) = w.filter(|w| Arc::ptr_eq(&w.shared, &shared)) {
                     w.flush_doorbells();
                 }
             });
         }
-        Poll::Ready(result)
+        Poll::Ready(Ok(()))
     }
 }

@@ -206,7 +206,7 @@ impl RuntimeBuilder {
     ///     .unwrap();
     /// h.spawn_pinned(0, async {
     ///     let ctx = ShardCtx::current().unwrap();
-    ///     ctx.send_many_raw_nowait(1, &[(MORE, 1), (MORE, 2), (MORE, 3)]).unwrap();
+    ///     ctx.send_many_raw_nowait(1, [(MORE, 1), (MORE, 2), (MORE, 3)]).unwrap();
     /// })
     /// .unwrap();
     /// assert_eq!(spargio::block_on(rx).unwrap(), 6);
