@@ -10,6 +10,8 @@
 //!   ([module docs](server)).
 //! * [`Client`]: hyper-util's pooled client over spargio TCP and TLS
 //!   connections, HTTP/1.1 and HTTP/2 ([module docs](client)).
+//! * [`ws`]: WebSocket upgrades in axum handlers (axum's own extractor
+//!   needs Tokio).
 //! * [`rt`]: hyper's runtime traits (executor, timer, I/O) on spargio,
 //!   for code that drives hyper's connection builders itself.
 //!
@@ -27,6 +29,8 @@ pub mod client;
 pub mod rt;
 pub mod server;
 mod timeout;
+#[cfg(feature = "ws")]
+pub mod ws;
 
 pub use client::{Client, ClientBuilder};
 

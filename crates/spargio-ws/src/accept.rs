@@ -10,8 +10,10 @@ use std::future::Future;
 use std::io;
 
 use async_tungstenite::tungstenite::handshake::server::Callback;
+use async_tungstenite::tungstenite::protocol::Role;
 
 use crate::error::io_error;
+use crate::transport::UpgradedIo;
 use crate::{with_timeout, WsOptions, WsStream, WsTransport};
 
 /// Accepts WebSocket connections with one set of [`WsOptions`].
@@ -71,6 +73,16 @@ impl WsAcceptor {
         })
     }
 
+    /// The server side of a connection whose upgrade handshake an HTTP
+    /// server already answered (`101 Switching Protocols`): no handshake
+    /// here, the options' limits apply from the first frame. This is how
+    /// spargio-http's axum extractor hands over its connections.
+    pub fn upgraded(&self, io: impl UpgradedIo) -> impl Future<Output = WsStream> + Send + 'static {
+        let config = *self.options.config();
+        let transport = WsTransport::Upgraded(Box::new(io));
+        WsStream::from_raw_socket(transport, Role::Server, Some(config))
+    }
+
     /// [`accept`](WsAcceptor::accept) with a callback that sees the
     /// upgrade request (path, headers) and may add headers to the
     /// response or refuse with an HTTP error response.
@@ -98,8 +110,8 @@ impl WsAcceptor {
 }
 
 fn set_nodelay(transport: &WsTransport, options: &WsOptions) -> io::Result<()> {
-    if options.nodelay() {
-        transport.tcp().set_nodelay(true)?;
+    if let Some(tcp) = transport.tcp().filter(|_| options.nodelay()) {
+        tcp.set_nodelay(true)?;
     }
     Ok(())
 }

@@ -99,7 +99,7 @@ pub use error::io_error;
 pub use ext::{WsStreamExt, REFUSAL_LINGER};
 pub use halves::{refusal_close_frame, WsReceiver, WsReceiverExt, WsSender, WsSenderExt};
 pub use options::{WsOptions, DEFAULT_HANDSHAKE_TIMEOUT};
-pub use transport::WsTransport;
+pub use transport::{UpgradedIo, WsTransport};
 
 /// A WebSocket connection: async-tungstenite's stream over a
 /// [`WsTransport`] (plain TCP or TLS).

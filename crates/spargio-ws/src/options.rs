@@ -105,7 +105,7 @@ impl WsOptions {
     /// Which shard's ring serves a connection the connector opens
     /// (default: the connecting task's). `RoundRobin` spreads many
     /// connections over the shards; run each one's loop on its session
-    /// shard with `ws.get_ref().tcp().spawn_on_session(..)`. Accepted
+    /// shard with `ws.get_ref().tcp()` and its `spawn_on_session(..)`. Accepted
     /// streams keep the session their listener gave them.
     pub fn with_session_policy(mut self, policy: StreamSessionPolicy) -> WsOptions {
         self.session = policy;

@@ -5,9 +5,13 @@
 //! and a server can keep both kinds in one collection. The enum costs a
 //! branch per poll, which is nothing next to a syscall or a TLS record;
 //! the TLS variants are boxed so that a plain connection does not carry
-//! a TLS session's size. Every variant is a `futures_io` stream over
-//! [`spargio::io::Compat`] and a ring-backed [`TcpStream`].
+//! a TLS session's size. The plain and TLS variants are `futures_io`
+//! streams over [`spargio::io::Compat`] and a ring-backed [`TcpStream`];
+//! [`WsTransport::Upgraded`] carries a connection an HTTP server handed
+//! over after its own upgrade handshake (spargio-http's axum extractor),
+//! behind one virtual call per poll.
 
+use std::fmt;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -27,15 +31,28 @@ pub enum WsTransport {
     ClientTls(Box<ClientTlsStream>),
     /// `wss://`, server side.
     ServerTls(Box<ServerTlsStream>),
+    /// A connection an HTTP server upgraded (it did the handshake and may
+    /// hold the TCP stream inside its own types).
+    Upgraded(Box<dyn UpgradedIo>),
 }
 
+/// The byte stream of a connection an HTTP server upgraded to WebSocket
+/// (implemented for every `futures_io` stream that is `Send + Debug`):
+/// see [`WsAcceptor::upgraded`](crate::WsAcceptor::upgraded).
+pub trait UpgradedIo: AsyncRead + AsyncWrite + Send + Unpin + fmt::Debug + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + fmt::Debug + 'static> UpgradedIo for T {}
+
 impl WsTransport {
-    /// The TCP stream underneath (for its addresses and socket options).
-    pub fn tcp(&self) -> &TcpStream {
+    /// The TCP stream underneath (for its addresses and socket options);
+    /// `None` for an [`Upgraded`](WsTransport::Upgraded) connection,
+    /// whose stream its HTTP server keeps.
+    pub fn tcp(&self) -> Option<&TcpStream> {
         match self {
-            WsTransport::Plain(s) => s.get_ref(),
-            WsTransport::ClientTls(s) => s.get_ref(),
-            WsTransport::ServerTls(s) => s.get_ref(),
+            WsTransport::Plain(s) => Some(s.get_ref()),
+            WsTransport::ClientTls(s) => Some(s.get_ref()),
+            WsTransport::ServerTls(s) => Some(s.get_ref()),
+            WsTransport::Upgraded(_) => None,
         }
     }
 
@@ -79,6 +96,7 @@ impl AsyncRead for WsTransport {
             WsTransport::Plain(s) => Pin::new(s).poll_read(cx, buf),
             WsTransport::ClientTls(s) => Pin::new(&mut **s).poll_read(cx, buf),
             WsTransport::ServerTls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+            WsTransport::Upgraded(s) => Pin::new(&mut **s).poll_read(cx, buf),
         }
     }
 }
@@ -93,6 +111,7 @@ impl AsyncWrite for WsTransport {
             WsTransport::Plain(s) => Pin::new(s).poll_write(cx, buf),
             WsTransport::ClientTls(s) => Pin::new(&mut **s).poll_write(cx, buf),
             WsTransport::ServerTls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+            WsTransport::Upgraded(s) => Pin::new(&mut **s).poll_write(cx, buf),
         }
     }
 
@@ -101,6 +120,7 @@ impl AsyncWrite for WsTransport {
             WsTransport::Plain(s) => Pin::new(s).poll_flush(cx),
             WsTransport::ClientTls(s) => Pin::new(&mut **s).poll_flush(cx),
             WsTransport::ServerTls(s) => Pin::new(&mut **s).poll_flush(cx),
+            WsTransport::Upgraded(s) => Pin::new(&mut **s).poll_flush(cx),
         }
     }
 
@@ -109,6 +129,7 @@ impl AsyncWrite for WsTransport {
             WsTransport::Plain(s) => Pin::new(s).poll_close(cx),
             WsTransport::ClientTls(s) => Pin::new(&mut **s).poll_close(cx),
             WsTransport::ServerTls(s) => Pin::new(&mut **s).poll_close(cx),
+            WsTransport::Upgraded(s) => Pin::new(&mut **s).poll_close(cx),
         }
     }
 }
