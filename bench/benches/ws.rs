@@ -109,7 +109,11 @@ impl SpargioSide {
                     .into_iter()
                     .map(|mut ws| {
                         let payload = payload.clone();
-                        let tcp = ws.get_ref().tcp().clone();
+                        let tcp = ws
+                            .get_ref()
+                            .tcp()
+                            .expect("a client stream has its TCP stream")
+                            .clone();
                         tcp.spawn_on_session(&h, async move {
                             let mut bytes = 0;
                             for _ in 0..MESSAGES / CONNECTIONS {
