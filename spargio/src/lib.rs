@@ -61,6 +61,7 @@ compile_error!("spargio runs on Linux only: it is built on io_uring");
 
 pub mod boundary;
 pub mod buf;
+mod diag;
 mod driver;
 mod error;
 pub mod extension;
@@ -78,6 +79,7 @@ pub mod sync;
 mod task;
 pub mod time;
 
+pub use diag::StallReport;
 pub use error::{RuntimeError, SendError};
 #[cfg(feature = "macros")]
 pub use spargio_macros::{main, test};

@@ -91,6 +91,12 @@ counters! {
         steal_success,
         /// Tasks that panicked (the panic went to their `JoinHandle`).
         tasks_panicked,
+        /// Task polls the stall detector reported (longer than
+        /// `stall_threshold`).
+        stalls,
+        /// Blocking-pool jobs the stall detector reported (queued longer
+        /// than `stall_threshold`; counted on shard 0).
+        blocking_stalls,
         /// Foreign code that panicked on this shard outside any task: wakers,
         /// destructors of abandoned operations' resources. Each panic cost
         /// only that value; the shard went on.

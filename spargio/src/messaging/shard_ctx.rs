@@ -98,6 +98,7 @@ impl ShardCtx {
     /// # Panics
     ///
     /// When called off this shard's thread.
+    #[track_caller]
     pub fn spawn_local<F>(&self, fut: F) -> Result<JoinHandle<F::Output>, RuntimeError>
     where
         F: Future + 'static,

@@ -183,6 +183,7 @@ impl StreamCore {
         }
     }
 
+    #[track_caller]
     pub(crate) fn spawn_on_session<F>(
         &self,
         handle: &RuntimeHandle,
@@ -196,6 +197,7 @@ impl StreamCore {
         handle.spawn_pinned(self.session, fut)
     }
 
+    #[track_caller]
     pub(crate) fn spawn_stealable_on_session<F>(
         &self,
         handle: &RuntimeHandle,
@@ -427,6 +429,7 @@ macro_rules! stream_methods {
         /// assert_eq!(on.await.unwrap(), (session, b"ping".to_vec()));
         /// # })).unwrap();
         /// ```
+        #[track_caller]
         pub fn spawn_on_session<F>(
             &self,
             handle: impl AsRef<crate::RuntimeHandle>,
@@ -443,6 +446,7 @@ macro_rules! stream_methods {
         /// CPU work after the I/O dominates): it starts there unless that
         /// shard is clearly busier, and idle shards may steal it. `handle`
         /// must be the stream's runtime, else `RuntimeError::ForeignHandle`.
+        #[track_caller]
         pub fn spawn_stealable_on_session<F>(
             &self,
             handle: impl AsRef<crate::RuntimeHandle>,

@@ -1,15 +1,21 @@
 //! `RuntimeBuilder` and the validated configuration it produces.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::backend::IoUringRefusal;
 use super::{BackendKind, Runtime};
+use crate::diag::{StallConfig, StallReport};
 use crate::driver::RingConfig;
 use crate::error::RuntimeError;
 use crate::messaging::hot::HotConfig;
 
 /// Most shards a runtime may have.
 const MAX_SHARDS: usize = 1024;
+
+/// The stall detector's default threshold.
+const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_millis(100);
+
 /// Largest ring the kernel accepts (`IORING_MAX_ENTRIES`).
 const MAX_RING_ENTRIES: u32 = 32768;
 /// Largest per-pair message queue.
@@ -58,6 +64,7 @@ pub struct RuntimeBuilder {
     spin_before_park: Duration,
     max_blocking_threads: usize,
     blocking_keep_alive: Duration,
+    stall: StallConfig,
 }
 
 impl Default for RuntimeBuilder {
@@ -87,6 +94,10 @@ impl Default for RuntimeBuilder {
             spin_before_park: Duration::from_micros(50),
             max_blocking_threads: 512,
             blocking_keep_alive: Duration::from_secs(10),
+            stall: StallConfig {
+                threshold: Some(DEFAULT_STALL_THRESHOLD),
+                callback: None,
+            },
         }
     }
 }
@@ -378,6 +389,61 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The stall detector: a task poll that holds its shard's thread
+    /// longer than `threshold` (a blocking call or a long computation in
+    /// async code: every task on that shard waits meanwhile) is reported
+    /// once, with the task's spawn location and how long it ran; so is a
+    /// blocking-pool job that waited that long for a thread. Default
+    /// 100 ms (at least 10 ms); `None` turns it off.
+    ///
+    /// It costs each poll a coarse clock read and three stores; the
+    /// checks run on a watcher thread of the runtime's own (waking every
+    /// quarter of the threshold), never on a shard. Reports go to
+    /// [`on_stall`](Self::on_stall) or, without it, to the `log` crate at
+    /// `warn` level (target `spargio::stall`); they are counted in the
+    /// stats (`stalls`, `blocking_stalls`).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let rt = spargio::Runtime::builder()
+    ///     .shards(1)
+    ///     .stall_threshold(Some(Duration::from_millis(20)))
+    ///     .on_stall(move |report| log.lock().unwrap().push(report.clone()))
+    ///     .build()
+    ///     .unwrap();
+    /// let task = rt
+    ///     .handle()
+    ///     .spawn_pinned(0, async { std::thread::sleep(Duration::from_millis(100)) })
+    ///     .unwrap();
+    /// spargio::block_on(task).unwrap();
+    /// drop(rt); // the watcher has reported the stall by now
+    /// let seen = seen.lock().unwrap().clone();
+    /// match &seen[..] {
+    ///     [spargio::StallReport::Shard { duration, spawned_at, .. }] => {
+    ///         assert!(*duration >= Duration::from_millis(100));
+    ///         assert_eq!(spawned_at.file(), file!());
+    ///     }
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// ```
+    pub fn stall_threshold(mut self, threshold: Option<Duration>) -> Self {
+        self.stall.threshold = threshold;
+        self
+    }
+
+    /// Where the stall detector's reports go (see
+    /// [`stall_threshold`](Self::stall_threshold)): `callback` runs on the
+    /// watcher thread; a panic in it costs that report only. Default: the
+    /// `log` crate.
+    pub fn on_stall(mut self, callback: impl Fn(&StallReport) + Send + Sync + 'static) -> Self {
+        self.stall.callback = Some(Arc::new(callback));
+        self
+    }
+
     /// Most threads the blocking pool may run at once (jobs beyond that
     /// queue). Default 512.
     pub fn max_blocking_threads(mut self, n: usize) -> Self {
@@ -479,6 +545,7 @@ impl RuntimeBuilder {
             msg_queue_capacity: self.msg_ring_queue_capacity,
             hot: self.hot,
             spin_before_park: self.spin_before_park,
+            stall: self.stall.clone(),
             max_blocking_threads: self.max_blocking_threads,
             blocking_keep_alive: self.blocking_keep_alive,
             steal: StealConfig {
@@ -515,6 +582,7 @@ pub(crate) struct Config {
     pub(crate) max_blocking_threads: usize,
     pub(crate) blocking_keep_alive: Duration,
     pub(crate) steal: StealConfig,
+    pub(crate) stall: StallConfig,
 }
 
 /// Steal policy knobs, clamped.

@@ -107,6 +107,7 @@ impl RuntimeHandle {
     /// assert_eq!(spargio::block_on(on)?, 1);
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn spawn_pinned<F>(
         &self,
         shard: ShardId,
@@ -135,6 +136,7 @@ impl RuntimeHandle {
     ///     *rc
     /// });
     /// ```
+    #[track_caller]
     pub fn spawn_stealable<F>(&self, fut: F) -> Result<JoinHandle<F::Output>, RuntimeError>
     where
         F: Future + Send + 'static,
@@ -145,6 +147,7 @@ impl RuntimeHandle {
 
     /// Like [`RuntimeHandle::spawn_stealable`], preferring `shard` unless
     /// it is clearly busier than the least-loaded one.
+    #[track_caller]
     pub fn spawn_stealable_on<F>(
         &self,
         shard: ShardId,
@@ -158,6 +161,7 @@ impl RuntimeHandle {
         self.spawn_stealable_inner(Some(shard), fut)
     }
 
+    #[track_caller]
     fn spawn_stealable_inner<F>(
         &self,
         preferred: Option<ShardId>,
@@ -174,6 +178,7 @@ impl RuntimeHandle {
     }
 
     /// Spawns with an explicit [`TaskPlacement`].
+    #[track_caller]
     pub fn spawn_with_placement<F>(
         &self,
         placement: TaskPlacement,
@@ -217,6 +222,7 @@ impl RuntimeHandle {
     /// assert_eq!(spargio::block_on(task)?, 1);
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn spawn_local_on<I, Fut>(
         &self,
         shard: ShardId,
@@ -253,6 +259,7 @@ impl RuntimeHandle {
     /// assert!(spargio::block_on(len)?.is_ok());
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn spawn_blocking<F, R>(&self, f: F) -> Result<JoinHandle<R>, RuntimeError>
     where
         F: FnOnce() -> R + Send + 'static,

@@ -6,6 +6,7 @@ use std::thread;
 
 use super::{BackendKind, IoUringRefusal};
 use super::{Config, RuntimeHandle};
+use crate::diag::Watcher;
 use crate::driver::{Driver, EpollDriver, Eventfd, Ring, UringDriver};
 use crate::error::RuntimeError;
 use crate::scheduler::{ShardShared, Shared, Worker};
@@ -30,6 +31,8 @@ use crate::stats::RingFeatures;
 pub struct Runtime {
     handle: RuntimeHandle,
     threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    /// The stall detector's thread (stopped after the shards).
+    watcher: Mutex<Option<Watcher>>,
 }
 
 impl Runtime {
@@ -55,6 +58,12 @@ impl Runtime {
         shared.begin_shutdown();
         poll_fn(|cx| shared.exit.poll_done(cx)).await;
         self.join_threads();
+        drop(
+            self.watcher
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
     }
 
     fn join_threads(&self) {
@@ -71,13 +80,23 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         let shared = &self.handle.shared;
         shared.begin_shutdown();
+        let watcher = self
+            .watcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if crate::scheduler::context::current_shard(shared).is_some() {
             // Dropped on one of its own shards: that shard exits when this
             // task returns; waiting here would deadlock. Threads detach.
+            if let Some(w) = watcher {
+                w.detach();
+            }
             return;
         }
         // Joining is the wait: a shard thread ends once it has drained.
         self.join_threads();
+        // Then the watcher (its drop stops and joins it).
+        drop(watcher);
     }
 }
 
@@ -193,9 +212,16 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
             source,
         });
     }
+    // Without a watcher thread the runtime still runs: it only loses the
+    // detector, which it says.
+    let watcher = Watcher::start(&shared).unwrap_or_else(|err| {
+        log::warn!(target: "spargio::stall", "no stall detector: {err}");
+        None
+    });
     Ok(Runtime {
         handle: RuntimeHandle { shared },
         threads: Mutex::new(threads),
+        watcher: Mutex::new(watcher),
     })
 }
 

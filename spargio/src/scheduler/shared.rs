@@ -50,6 +50,8 @@ pub(crate) struct ShardShared {
     pub(crate) direct_msgs: AtomicUsize,
     pub(crate) features: OnceLock<RingFeatures>,
     pub(crate) timers: ShardTimers,
+    /// The poll running now, for the stall detector (`diag`).
+    pub(crate) poll: crate::diag::PollSlot,
 }
 
 impl ShardShared {
@@ -69,6 +71,7 @@ impl ShardShared {
             direct_msgs: AtomicUsize::new(0),
             features: OnceLock::new(),
             timers: ShardTimers::new(),
+            poll: crate::diag::PollSlot::default(),
         }
     }
 

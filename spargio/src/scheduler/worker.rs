@@ -72,6 +72,8 @@ pub(crate) struct Worker {
     pub(super) coalesced_out: RefCell<Vec<super::coalesce::PendingSum>>,
     pub(super) steal: RefCell<StealState>,
     in_poll: Cell<bool>,
+    /// The stall detector is on: each poll is recorded (`diag`).
+    watch_polls: bool,
     /// How long to spin before parking (see `spin.rs`).
     spin: AdaptiveSpin,
     /// More shards than CPUs this process may use.
@@ -103,6 +105,7 @@ impl Worker {
             coalesced_out: RefCell::new(Vec::new()),
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
+            watch_polls: shared.config.stall.threshold.is_some(),
             spin: AdaptiveSpin::new(shared.config.spin_before_park),
             oversubscribed: n > crate::runtime::available_cpus(),
             max_spinners: (n / 2).max(1),
@@ -297,9 +300,15 @@ impl Worker {
             }
         }
         self.in_poll.set(true);
+        if self.watch_polls {
+            self.me().poll.begin(r.metadata().location);
+        }
         // The harness turns a panic in `poll` into the task's output; this
         // catches one from a destructor run by the poll.
         let res = catch_unwind(AssertUnwindSafe(|| r.run()));
+        if self.watch_polls {
+            self.me().poll.end();
+        }
         self.in_poll.set(false);
         if res.is_err() {
             Counters::bump_local(&counters.tasks_panicked);

@@ -118,6 +118,7 @@ impl TaskGroup {
 
     /// Spawns `fut` in the group. Fails with `Shutdown` (and spawns
     /// nothing) if the group is already cancelled.
+    #[track_caller]
     pub fn spawn_with_placement<F>(
         &self,
         placement: TaskPlacement,

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::spawn::Runnable;
 
@@ -30,7 +30,9 @@ struct Inner {
 
 #[derive(Debug, Default)]
 struct State {
-    queue: VecDeque<Runnable>,
+    /// Jobs and when each was queued (the stall detector reads the
+    /// oldest's age).
+    queue: VecDeque<(Instant, Runnable)>,
     threads: usize,
     idle: usize,
     shutdown: bool,
@@ -58,7 +60,7 @@ impl BlockingPool {
             drop(r);
             return;
         }
-        state.queue.push_back(r);
+        state.queue.push_back((Instant::now(), r));
         if state.idle > 0 {
             drop(state);
             self.inner.cond.notify_one();
@@ -92,6 +94,14 @@ impl BlockingPool {
         drop(queued);
     }
 
+    /// When the oldest queued job was queued, with (queued jobs, threads);
+    /// `None` when none waits.
+    pub(crate) fn oldest(&self) -> Option<(Instant, usize, usize)> {
+        let state = self.inner.lock();
+        let (at, _) = state.queue.front()?;
+        Some((*at, state.queue.len(), state.threads))
+    }
+
     /// (threads, idle threads, queued jobs).
     pub(crate) fn usage(&self) -> (usize, usize, usize) {
         let state = self.inner.lock();
@@ -107,7 +117,7 @@ impl Inner {
     fn work(&self) {
         let mut state = self.lock();
         loop {
-            if let Some(job) = state.queue.pop_front() {
+            if let Some((_, job)) = state.queue.pop_front() {
                 drop(state);
                 if job.metadata().is_aborted() {
                     // Aborted while queued: cancel it (its handle reports

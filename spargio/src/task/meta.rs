@@ -1,5 +1,6 @@
 //! Per-task metadata stored in the `async-task` header.
 
+use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -24,6 +25,8 @@ pub(crate) struct TaskMeta {
     /// Registry slot: (home shard, slab key).
     pub(crate) home: ShardId,
     pub(crate) key: usize,
+    /// Where the task was spawned (`#[track_caller]` on the spawn paths).
+    pub(crate) location: &'static Location<'static>,
     aborted: AtomicBool,
 }
 
@@ -32,18 +35,26 @@ impl std::fmt::Debug for TaskMeta {
         f.debug_struct("TaskMeta")
             .field("kind", &self.kind)
             .field("home", &self.home)
+            .field("location", &self.location)
             .field("aborted", &self.is_aborted())
             .finish()
     }
 }
 
 impl TaskMeta {
-    pub(crate) fn new(shared: Arc<Shared>, kind: TaskKind, home: ShardId, key: usize) -> TaskMeta {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        kind: TaskKind,
+        home: ShardId,
+        key: usize,
+        location: &'static Location<'static>,
+    ) -> TaskMeta {
         TaskMeta {
             shared,
             kind,
             home,
             key,
+            location,
             aborted: AtomicBool::new(false),
         }
     }

@@ -16,7 +16,9 @@ use crate::shard_id::ShardId;
 pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
 
 /// Allocates a `Send` task registered on `home`. The caller queues the
-/// returned runnable.
+/// returned runnable. The task records its caller's location (every
+/// public spawn path is `#[track_caller]`, so that is the user's call).
+#[track_caller]
 pub(crate) fn build<F>(
     shared: &Arc<Shared>,
     kind: TaskKind,
@@ -41,6 +43,7 @@ where
 /// scheduler routes pinned runnables to their shard, and shutdown drains
 /// each shard's queues on that shard's thread). If `F::Output` is not
 /// `Send`, the returned handle must stay on that thread too.
+#[track_caller]
 pub(crate) unsafe fn build_unchecked<F>(
     shared: &Arc<Shared>,
     kind: TaskKind,
@@ -51,10 +54,11 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
+    let location = std::panic::Location::caller();
     let registry = &shared.shards[home].registry;
     let (runnable, task) = registry
         .register(|key| {
-            let meta = TaskMeta::new(shared.clone(), kind, home, key);
+            let meta = TaskMeta::new(shared.clone(), kind, home, key, location);
             // The schedule function is a plain `fn` (`Send + Sync +
             // 'static`).
             // SAFETY: thread affinity of `!Send` futures is the caller's

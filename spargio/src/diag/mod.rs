@@ -1,0 +1,148 @@
+//! Diagnostics for operators: the stall detector.
+//!
+//! A shard runs one task poll at a time, so one poll that blocks its
+//! thread (a `std::thread::sleep`, a blocking syscall, a long computation
+//! without a yield) holds up every task and connection homed on that
+//! shard. The detector finds such polls without costing the shards more
+//! than a clock read and three stores per poll:
+//!
+//! * **On the shard** ([`PollSlot`]): before each poll the shard stores
+//!   the coarse monotonic time (`CLOCK_MONOTONIC_COARSE`, a vDSO read of
+//!   the kernel's last tick, no hardware clock) and the task's spawn
+//!   location; after it, a zero. If the watcher flagged that poll, the
+//!   shard also stores the precise end time.
+//! * **On a watcher thread** (`watcher.rs`, one per runtime, never a
+//!   shard): every quarter of the threshold it reads each shard's slot. A
+//!   poll older than the threshold is flagged; when it ends, one
+//!   [`StallReport::Shard`] goes out with its full duration (from the
+//!   coarse start, which trails the real one, to the precise end: never
+//!   shorter than the stall). A poll still running after ten thresholds
+//!   (at least a second) is reported then, as `ongoing`, and not again.
+//!   The blocking pool is checked on the same rounds: a job queued for
+//!   longer than the threshold (every thread busy, the pool at its limit)
+//!   gives one [`StallReport::BlockingPool`] per such job.
+//!
+//! Reports go to the builder's `on_stall` callback (on the watcher
+//! thread, panics caught) or, without one, to the `log` facade at `warn`
+//! level (target `spargio::stall`), and are counted in the stats
+//! (`stalls`, `blocking_stalls`).
+//!
+//! The stalling thread's stack is not captured: reading another thread's
+//! stack means running a signal handler inside the stalled code, and
+//! unwinding there is not async-signal-safe (it allocates and takes
+//! locks the stalled code may hold); it would also take a signal number
+//! from the application. The spawn location names the task instead.
+
+mod slot;
+mod watcher;
+
+pub(crate) use slot::PollSlot;
+pub(crate) use watcher::Watcher;
+
+use std::fmt;
+use std::panic::Location;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::shard_id::ShardId;
+
+/// What the stall detector found (module docs of the builder's
+/// [`stall_threshold`](crate::RuntimeBuilder::stall_threshold)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StallReport {
+    /// One poll of one task held `shard`'s thread for `duration`.
+    Shard {
+        /// The shard whose thread was held.
+        shard: ShardId,
+        /// How long the poll ran (`ongoing`: so far).
+        duration: Duration,
+        /// Where the task was spawned.
+        spawned_at: &'static Location<'static>,
+        /// The poll had not returned when this was reported (it ran for
+        /// ten thresholds, or at least a second); it is not reported again.
+        ongoing: bool,
+    },
+    /// A blocking-pool job waited in the queue for `waited` before a
+    /// thread took it: every thread was busy and the pool at its limit.
+    BlockingPool {
+        /// How long the job had waited when it was seen.
+        waited: Duration,
+        /// Jobs queued then.
+        queued: usize,
+        /// Pool threads then.
+        threads: usize,
+    },
+}
+
+impl fmt::Display for StallReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StallReport::Shard {
+                shard,
+                duration,
+                spawned_at,
+                ongoing,
+            } => write!(
+                f,
+                "shard {shard} {} one poll for {duration:?}: the task spawned at {spawned_at} \
+                 blocks its thread (move blocking work to spawn_blocking)",
+                if *ongoing {
+                    "is stuck in"
+                } else {
+                    "was held by"
+                }
+            ),
+            StallReport::BlockingPool {
+                waited,
+                queued,
+                threads,
+            } => write!(
+                f,
+                "a blocking-pool job waited {waited:?} for a thread ({queued} queued, \
+                 {threads} threads, all busy)"
+            ),
+        }
+    }
+}
+
+/// The callback `on_stall` sets.
+pub(crate) type StallCallback = Arc<dyn Fn(&StallReport) + Send + Sync>;
+
+/// The detector's settings.
+#[derive(Clone, Default)]
+pub(crate) struct StallConfig {
+    /// `None`: no detector.
+    pub(crate) threshold: Option<Duration>,
+    pub(crate) callback: Option<StallCallback>,
+}
+
+impl fmt::Debug for StallConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StallConfig")
+            .field("threshold", &self.threshold)
+            .field("callback", &self.callback.is_some())
+            .finish()
+    }
+}
+
+/// `CLOCK_MONOTONIC_COARSE` in ns (never 0: 0 means "not in a poll").
+pub(crate) fn coarse_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE).max(1)
+}
+
+/// `CLOCK_MONOTONIC` in ns.
+pub(crate) fn precise_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec, and both clocks exist on
+    // every kernel spargio runs on.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
