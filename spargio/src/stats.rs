@@ -94,9 +94,6 @@ counters! {
         /// Task polls the stall detector reported (longer than
         /// `stall_threshold`).
         stalls,
-        /// Blocking-pool jobs the stall detector reported (queued longer
-        /// than `stall_threshold`; counted on shard 0).
-        blocking_stalls,
         /// Foreign code that panicked on this shard outside any task: wakers,
         /// destructors of abandoned operations' resources. Each panic cost
         /// only that value; the shard went on.
@@ -222,6 +219,12 @@ pub struct RuntimeStats {
     pub blocking_idle: usize,
     /// Blocking jobs queued, not yet started.
     pub blocking_queued: usize,
+    /// Blocking jobs the stall detector reported (queued longer than
+    /// `stall_threshold`).
+    pub blocking_stalls: u64,
+    /// Stall reports dropped because 64 were already waiting for the
+    /// detector's thread.
+    pub stall_reports_dropped: u64,
     /// Per shard, by index: commands waiting in its inbox
     /// ([`ShardStats::command_depth`]).
     pub shard_command_depths: Vec<usize>,

@@ -3,29 +3,36 @@
 //! A shard runs one task poll at a time, so one poll that blocks its
 //! thread (a `std::thread::sleep`, a blocking syscall, a long computation
 //! without a yield) holds up every task and connection homed on that
-//! shard. The detector finds such polls without costing the shards more
-//! than a clock read and three stores per poll:
+//! shard. The detector finds such polls for the price of two clock reads
+//! and three stores per poll, and a thread of its own that sleeps while
+//! the runtime rests:
 //!
 //! * **On the shard** ([`PollSlot`]): before each poll the shard stores
 //!   the coarse monotonic time (`CLOCK_MONOTONIC_COARSE`, a vDSO read of
 //!   the kernel's last tick, no hardware clock) and the task's spawn
-//!   location; after it, a zero. If the watcher flagged that poll, the
-//!   shard also stores the precise end time.
-//! * **On a watcher thread** (`watcher.rs`, one per runtime, never a
-//!   shard): every quarter of the threshold it reads each shard's slot. A
-//!   poll older than the threshold is flagged; when it ends, one
-//!   [`StallReport::Shard`] goes out with its full duration (from the
-//!   coarse start, which trails the real one, to the precise end: never
-//!   shorter than the stall). A poll still running after ten thresholds
-//!   (at least a second) is reported then, as `ongoing`, and not again.
-//!   The blocking pool is checked on the same rounds: a job queued for
-//!   longer than the threshold (every thread busy, the pool at its limit)
-//!   gives one [`StallReport::BlockingPool`] per such job.
+//!   location; after it, a zero, and it reads the coarse clock again. A
+//!   poll that ran longer than the threshold queues one
+//!   [`StallReport::Shard`] with its duration, from the coarse start
+//!   (which trails the real one) to a precise end: never shorter than the
+//!   stall. Every stall is seen, however short the watcher's attention.
+//! * **In the blocking pool**: a thread that takes a job queued for longer
+//!   than the threshold (every thread was busy, the pool at its limit)
+//!   queues one [`StallReport::BlockingPool`].
+//! * **On the watcher thread** (`watcher.rs`, one per runtime, never a
+//!   shard): it delivers the queued reports (woken when one is queued),
+//!   and catches what does not end: a poll still running after ten
+//!   thresholds (at least a second) is reported then, as `ongoing` (and
+//!   not again when it ends: the shard and the watcher claim each poll's
+//!   report with one swap), and a pool job still waiting after the
+//!   threshold is reported while it waits. It looks every threshold while
+//!   a shard is in a poll, and backs off to once a second while none is.
 //!
 //! Reports go to the builder's `on_stall` callback (on the watcher
 //! thread, panics caught) or, without one, to the `log` facade at `warn`
 //! level (target `spargio::stall`), and are counted in the stats
-//! (`stalls`, `blocking_stalls`).
+//! (`stalls` per shard, `blocking_stalls`). At most 64 wait for the
+//! watcher; beyond that they are dropped and counted
+//! (`stall_reports_dropped`).
 //!
 //! The stalling thread's stack is not captured: reading another thread's
 //! stack means running a signal handler inside the stalled code, and
@@ -33,9 +40,11 @@
 //! locks the stalled code may hold); it would also take a signal number
 //! from the application. The spawn location names the task instead.
 
+mod sink;
 mod slot;
 mod watcher;
 
+pub(crate) use sink::Sink;
 pub(crate) use slot::PollSlot;
 pub(crate) use watcher::Watcher;
 
@@ -105,6 +114,9 @@ impl fmt::Display for StallReport {
         }
     }
 }
+
+/// The shortest threshold: the coarse clock moves in ticks of a few ms.
+pub(crate) const MIN_THRESHOLD: Duration = Duration::from_millis(10);
 
 /// The callback `on_stall` sets.
 pub(crate) type StallCallback = Arc<dyn Fn(&StallReport) + Send + Sync>;

@@ -2,10 +2,14 @@
 
 use std::panic::Location;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::time::Duration;
 
-use super::{coarse_ns, precise_ns};
+use super::sink::Sink;
+use super::{coarse_ns, precise_ns, StallReport};
+use crate::shard_id::ShardId;
 
-/// The shard writes, the watcher reads (and writes `flagged`).
+/// Written by the shard; read by the watcher, which also writes
+/// `flagged`.
 #[derive(Debug)]
 pub(crate) struct PollSlot {
     /// Coarse ns when the current poll began; 0 between polls.
@@ -13,10 +17,10 @@ pub(crate) struct PollSlot {
     /// The polled task's spawn location (valid while `start` is the
     /// value read with it).
     location: AtomicPtr<Location<'static>>,
-    /// The `start` the watcher flagged as a stall.
-    flagged: AtomicU64,
-    /// Precise ns when the flagged poll ended.
-    end: AtomicU64,
+    /// The `start` of the last poll reported (by the shard when it ended,
+    /// or by the watcher while it ran): whoever swaps a start in first
+    /// reports that poll, so it is reported exactly once.
+    reported: AtomicU64,
 }
 
 impl Default for PollSlot {
@@ -24,8 +28,7 @@ impl Default for PollSlot {
         PollSlot {
             start: AtomicU64::new(0),
             location: AtomicPtr::new(std::ptr::null_mut()),
-            flagged: AtomicU64::new(0),
-            end: AtomicU64::new(0),
+            reported: AtomicU64::new(0),
         }
     }
 }
@@ -50,14 +53,38 @@ impl PollSlot {
         self.start.store(coarse_ns(), Ordering::Release);
     }
 
-    /// The poll returned.
+    /// The poll returned: reports it to `sink` if it ran longer than the
+    /// threshold (and was not already reported as ongoing). True when it
+    /// reported.
     #[inline]
-    pub(crate) fn end(&self) {
+    pub(crate) fn end(&self, shard: ShardId, sink: &Sink) -> bool {
         let start = self.start.load(Ordering::Relaxed);
         self.start.store(0, Ordering::Release);
-        if self.flagged.load(Ordering::Acquire) == start {
-            self.end.store(precise_ns(), Ordering::Release);
+        let ran = coarse_ns().saturating_sub(start);
+        if ran < sink.threshold().as_nanos() as u64 {
+            return false;
         }
+        self.stalled(shard, start, sink)
+    }
+
+    #[cold]
+    fn stalled(&self, shard: ShardId, start: u64, sink: &Sink) -> bool {
+        if !self.claim(start) {
+            return false;
+        }
+        let location = self.location.load(Ordering::Relaxed);
+        // SAFETY: the shard itself stored it, from a `&'static Location`,
+        // before this poll began (never null once a poll began).
+        let spawned_at = unsafe { &*location };
+        // From the coarse start (at or before the real one) to a precise
+        // end: never shorter than the stall.
+        sink.push(StallReport::Shard {
+            shard,
+            duration: Duration::from_nanos(precise_ns().saturating_sub(start)),
+            spawned_at,
+            ongoing: false,
+        });
+        true
     }
 
     /// The poll running now, if any (watcher side).
@@ -78,20 +105,9 @@ impl PollSlot {
         Some(Running { start, location })
     }
 
-    /// The poll that started at `start` is a stall: its end is recorded.
-    pub(crate) fn flag(&self, start: u64) {
-        self.flagged.store(start, Ordering::Release);
-    }
-
-    /// Whether the poll that started at `start` is still running.
-    pub(crate) fn still(&self, start: u64) -> bool {
-        self.start.load(Ordering::Acquire) == start
-    }
-
-    /// The precise end of the flagged poll that started at `start`, if
-    /// the shard recorded it.
-    pub(crate) fn end_of(&self, start: u64) -> Option<u64> {
-        let end = self.end.load(Ordering::Acquire);
-        (end >= start).then_some(end)
+    /// Claims the report of the poll that started at `start`: true for
+    /// the first caller only.
+    pub(crate) fn claim(&self, start: u64) -> bool {
+        self.reported.swap(start, Ordering::AcqRel) != start
     }
 }

@@ -4,23 +4,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::slot::Running;
 use super::{precise_ns, StallCallback, StallReport};
 use crate::scheduler::Shared;
 use crate::stats::Counters;
 
-/// The shortest threshold: the coarse clock moves in ticks of a few ms.
-const MIN_THRESHOLD: Duration = Duration::from_millis(10);
-
-/// A stall being watched.
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    poll: Running,
-    /// Already reported as ongoing.
-    reported: bool,
-}
+/// The longest the watcher sleeps while every shard rests.
+const MAX_NAP: Duration = Duration::from_secs(1);
 
 /// The running watcher; stops (and is joined) on drop.
 #[derive(Debug)]
@@ -33,24 +24,23 @@ impl Watcher {
     /// Starts watching `shared`'s shards and blocking pool, if its config
     /// asks for it.
     pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<Option<Watcher>> {
-        let Some(threshold) = shared.config.stall.threshold else {
+        let Some(sink) = shared.stall.as_ref() else {
             return Ok(None);
         };
-        let threshold = threshold.max(MIN_THRESHOLD);
+        let threshold = sink.threshold();
         let stop = Arc::new(AtomicBool::new(false));
         let state = State {
             shared: shared.clone(),
             threshold,
-            ongoing_after: (threshold * 10).max(Duration::from_secs(1)),
+            ongoing_after: (threshold * 10).max(MAX_NAP),
             callback: shared.config.stall.callback.clone(),
-            pending: vec![None; shared.shard_count()],
-            blocking_seen: None,
             stop: stop.clone(),
         };
         let name = format!("{}-watch", shared.config.thread_name);
         let thread = thread::Builder::new()
             .name(name)
             .spawn(move || state.run())?;
+        sink.set_watcher(thread.thread().clone());
         Ok(Some(Watcher {
             stop,
             thread: Some(thread),
@@ -82,82 +72,70 @@ struct State {
     threshold: Duration,
     ongoing_after: Duration,
     callback: Option<StallCallback>,
-    pending: Vec<Option<Pending>>,
-    /// When the blocking job last reported was queued.
-    blocking_seen: Option<Instant>,
     stop: Arc<AtomicBool>,
 }
 
 impl State {
-    fn run(mut self) {
-        let period = self.threshold / 4;
-        while !self.stop.load(Ordering::Acquire) {
-            thread::park_timeout(period);
-            self.check_shards();
-            self.check_blocking();
-        }
-    }
-
-    fn check_shards(&mut self) {
-        let now = precise_ns();
-        let threshold = self.threshold.as_nanos() as u64;
-        for id in 0..self.pending.len() {
-            let slot = &self.shared.shards[id].poll;
-            match self.pending[id] {
-                Some(p) if !slot.still(p.poll.start) => {
-                    self.pending[id] = None;
-                    if !p.reported {
-                        let end = slot.end_of(p.poll.start).unwrap_or(now);
-                        self.report_shard(id, p.poll, end, false);
-                    }
-                }
-                Some(ref mut p) => {
-                    let ran = Duration::from_nanos(now.saturating_sub(p.poll.start));
-                    if !p.reported && ran >= self.ongoing_after {
-                        p.reported = true;
-                        let poll = p.poll;
-                        self.report_shard(id, poll, now, true);
-                    }
-                }
-                None => {
-                    let Some(poll) = slot.running() else { continue };
-                    if now.saturating_sub(poll.start) >= threshold {
-                        slot.flag(poll.start);
-                        self.pending[id] = Some(Pending {
-                            poll,
-                            reported: false,
-                        });
-                    }
-                }
-            }
-        }
-    }
-
-    fn report_shard(&self, id: usize, poll: Running, end: u64, ongoing: bool) {
-        Counters::bump_shared(&self.shared.shards[id].counters.stalls);
-        self.report(&StallReport::Shard {
-            shard: id,
-            duration: Duration::from_nanos(end.saturating_sub(poll.start)),
-            spawned_at: poll.location,
-            ongoing,
-        });
-    }
-
-    fn check_blocking(&mut self) {
-        let Some((queued_at, queued, threads)) = self.shared.blocking.oldest() else {
+    fn run(self) {
+        let Some(sink) = self.shared.stall.clone() else {
             return;
         };
-        let waited = queued_at.elapsed();
-        if waited < self.threshold || self.blocking_seen.is_some_and(|seen| seen >= queued_at) {
-            return;
+        let mut nap = self.threshold;
+        let mut reports = Vec::new();
+        loop {
+            thread::park_timeout(nap);
+            // A round after the stop too: what the shards queued last.
+            let stopping = self.stop.load(Ordering::Acquire);
+            let busy = self.check_running();
+            self.check_blocking(&sink);
+            sink.take(&mut reports);
+            for report in reports.drain(..) {
+                self.report(&report);
+            }
+            if stopping {
+                break;
+            }
+            // Nothing running: nothing can stall until a shard wakes, and
+            // a stall that starts meanwhile reports itself when it ends;
+            // only a poll that never ends waits for this round.
+            nap = if busy {
+                self.threshold
+            } else {
+                (nap * 2).min(MAX_NAP)
+            };
         }
-        self.blocking_seen = Some(queued_at);
-        Counters::bump_shared(&self.shared.shards[0].counters.blocking_stalls);
-        self.report(&StallReport::BlockingPool {
-            waited,
-            queued,
-            threads,
-        });
+    }
+
+    /// Reports polls running for `ongoing_after` (once each); true when a
+    /// shard is in a poll or the blocking pool has a queue.
+    fn check_running(&self) -> bool {
+        let now = precise_ns();
+        let mut busy = false;
+        for (id, shard) in self.shared.shards.iter().enumerate() {
+            let Some(poll) = shard.poll.running() else {
+                continue;
+            };
+            busy = true;
+            let ran = Duration::from_nanos(now.saturating_sub(poll.start));
+            if ran >= self.ongoing_after && shard.poll.claim(poll.start) {
+                Counters::bump_shared(&shard.counters.stalls);
+                self.report(&StallReport::Shard {
+                    shard: id,
+                    duration: ran,
+                    spawned_at: poll.location,
+                    ongoing: true,
+                });
+            }
+        }
+        busy || self.shared.blocking.oldest().is_some()
+    }
+
+    /// A job still waiting (every pool thread stuck) is reported here; one
+    /// that gets a thread is reported by that thread.
+    fn check_blocking(&self, sink: &super::Sink) {
+        if let Some((queued_at, queued, threads)) = self.shared.blocking.oldest() {
+            sink.blocking_waited(queued_at, queued_at.elapsed(), queued, threads);
+        }
     }
 
     fn report(&self, report: &StallReport) {

@@ -103,6 +103,8 @@ pub(crate) struct Shared {
     pub(crate) exit: ExitLatch,
     pub(crate) clock: Clock,
     pub(crate) blocking: BlockingPool,
+    /// The stall detector's reports (`None`: detector off).
+    pub(crate) stall: Option<Arc<crate::diag::Sink>>,
     closing: AtomicBool,
     rr: CachePadded<AtomicUsize>,
     /// The rotation of `StreamSessionPolicy::RoundRobin`, apart from task
@@ -113,6 +115,10 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(shards: Vec<ShardShared>, config: Config) -> Shared {
         let n = shards.len();
+        let stall = config
+            .stall
+            .threshold
+            .map(|t| Arc::new(crate::diag::Sink::new(t.max(crate::diag::MIN_THRESHOLD))));
         Shared {
             mail: Mailboxes::new(n, config.msg_queue_capacity),
             idle: Idle::default(),
@@ -122,7 +128,9 @@ impl Shared {
                 config.max_blocking_threads,
                 config.blocking_keep_alive,
                 format!("{}-blocking", config.thread_name),
+                stall.clone(),
             ),
+            stall,
             shards: shards.into_boxed_slice(),
             config,
             closing: AtomicBool::new(false),
@@ -234,6 +242,8 @@ impl Shared {
             blocking_threads,
             blocking_idle,
             blocking_queued,
+            blocking_stalls: self.stall.as_ref().map_or(0, |s| s.blocking_stalls()),
+            stall_reports_dropped: self.stall.as_ref().map_or(0, |s| s.dropped()),
             ..RuntimeStats::default()
         };
         for shard in self.shards.iter() {

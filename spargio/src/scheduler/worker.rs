@@ -72,8 +72,6 @@ pub(crate) struct Worker {
     pub(super) coalesced_out: RefCell<Vec<super::coalesce::PendingSum>>,
     pub(super) steal: RefCell<StealState>,
     in_poll: Cell<bool>,
-    /// The stall detector is on: each poll is recorded (`diag`).
-    watch_polls: bool,
     /// How long to spin before parking (see `spin.rs`).
     spin: AdaptiveSpin,
     /// More shards than CPUs this process may use.
@@ -105,7 +103,6 @@ impl Worker {
             coalesced_out: RefCell::new(Vec::new()),
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
-            watch_polls: shared.config.stall.threshold.is_some(),
             spin: AdaptiveSpin::new(shared.config.spin_before_park),
             oversubscribed: n > crate::runtime::available_cpus(),
             max_spinners: (n / 2).max(1),
@@ -300,14 +297,17 @@ impl Worker {
             }
         }
         self.in_poll.set(true);
-        if self.watch_polls {
+        let stall = self.shared.stall.as_deref();
+        if stall.is_some() {
             self.me().poll.begin(r.metadata().location);
         }
         // The harness turns a panic in `poll` into the task's output; this
         // catches one from a destructor run by the poll.
         let res = catch_unwind(AssertUnwindSafe(|| r.run()));
-        if self.watch_polls {
-            self.me().poll.end();
+        if let Some(sink) = stall {
+            if self.me().poll.end(self.id, sink) {
+                Counters::bump_local(&counters.stalls);
+            }
         }
         self.in_poll.set(false);
         if res.is_err() {

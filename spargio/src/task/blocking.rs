@@ -13,6 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::spawn::Runnable;
+use crate::diag::Sink;
 
 #[derive(Debug)]
 pub(crate) struct BlockingPool {
@@ -26,6 +27,8 @@ struct Inner {
     max_threads: usize,
     keep_alive: Duration,
     name: String,
+    /// The stall detector, told of jobs that waited too long for a thread.
+    stall: Option<Arc<Sink>>,
 }
 
 #[derive(Debug, Default)]
@@ -39,7 +42,12 @@ struct State {
 }
 
 impl BlockingPool {
-    pub(crate) fn new(max_threads: usize, keep_alive: Duration, name: String) -> BlockingPool {
+    pub(crate) fn new(
+        max_threads: usize,
+        keep_alive: Duration,
+        name: String,
+        stall: Option<Arc<Sink>>,
+    ) -> BlockingPool {
         BlockingPool {
             inner: Arc::new(Inner {
                 state: Mutex::new(State::default()),
@@ -47,6 +55,7 @@ impl BlockingPool {
                 max_threads,
                 keep_alive,
                 name,
+                stall,
             }),
         }
     }
@@ -117,8 +126,13 @@ impl Inner {
     fn work(&self) {
         let mut state = self.lock();
         loop {
-            if let Some((_, job)) = state.queue.pop_front() {
+            if let Some((queued_at, job)) = state.queue.pop_front() {
+                let queued = state.queue.len() + 1;
+                let threads = state.threads;
                 drop(state);
+                if let Some(sink) = &self.stall {
+                    sink.blocking_waited(queued_at, queued_at.elapsed(), queued, threads);
+                }
                 if job.metadata().is_aborted() {
                     // Aborted while queued: cancel it (its handle reports
                     // cancellation). Running it would only reschedule it
