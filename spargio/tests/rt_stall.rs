@@ -242,11 +242,20 @@ fn the_watcher_is_a_thread_of_its_own_and_none_turns_it_off() {
             .thread_name("stall-on")
             .build()
             .unwrap();
+        // Started by a shard about to idle once the runtime has run a
+        // second: a short-lived runtime never starts it.
+        assert!(!thread_names().iter().any(|n| n == "stall-on-watch"));
+        std::thread::sleep(Duration::from_millis(1100));
+        let task = rt.handle().spawn_pinned(0, async { 1 }).unwrap();
+        assert_eq!(spargio::block_on(task).unwrap(), 1);
         assert!(soon(|| thread_names()
             .iter()
             .any(|n| n == "stall-on-watch")));
         drop(rt);
-        assert!(!thread_names().iter().any(|n| n == "stall-on-watch"));
+        // Stopped by the drop, it ends on its own moments later.
+        assert!(soon(|| !thread_names()
+            .iter()
+            .any(|n| n == "stall-on-watch")));
         let rt = Runtime::builder()
             .shards(1)
             .thread_name("stall-off")

@@ -7,7 +7,7 @@
 //! and three stores per poll, and a thread of its own that sleeps while
 //! the runtime rests:
 //!
-//! * **On the shard** ([`PollSlot`]): before each poll the shard stores
+//! * **On the shard** (`slot.rs`): before each poll the shard stores
 //!   the coarse monotonic time (`CLOCK_MONOTONIC_COARSE`, a vDSO read of
 //!   the kernel's last tick, no hardware clock) and the task's spawn
 //!   location; after it, a zero, and it reads the coarse clock again. A
@@ -45,7 +45,6 @@ mod slot;
 mod watcher;
 
 pub(crate) use sink::Sink;
-pub(crate) use slot::PollSlot;
 pub(crate) use watcher::Watcher;
 
 use std::fmt;

@@ -1,11 +1,12 @@
 //! Reports on their way from shards and pool threads to the watcher.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
-use std::thread::Thread;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use super::slot::PollSlot;
+use super::watcher::{State, LAUNCH_AFTER};
 use super::StallReport;
 
 /// Reports waiting for the watcher beyond which new ones are dropped
@@ -16,6 +17,8 @@ const QUEUE_CAP: usize = 64;
 #[derive(Debug)]
 pub(crate) struct Sink {
     threshold: Duration,
+    /// One per shard: the poll running there.
+    slots: Box<[PollSlot]>,
     queue: Mutex<VecDeque<StallReport>>,
     /// Reports dropped at `QUEUE_CAP`.
     dropped: AtomicU64,
@@ -23,19 +26,27 @@ pub(crate) struct Sink {
     blocking_stalls: AtomicU64,
     /// When the last blocking job reported was queued (each job once).
     blocking_seen: Mutex<Option<Instant>>,
-    /// Unparked when a report is queued.
-    watcher: OnceLock<Thread>,
+    /// The watcher: woken when a report is queued, launched by
+    /// `launch_due`.
+    watcher: OnceLock<Weak<State>>,
+    /// The watcher was launched (or its launch attempted).
+    launched: AtomicBool,
+    /// When the runtime started, on the coarse clock (ns).
+    born: u64,
 }
 
 impl Sink {
-    pub(crate) fn new(threshold: Duration) -> Sink {
+    pub(crate) fn new(threshold: Duration, shards: usize) -> Sink {
         Sink {
             threshold,
+            slots: (0..shards).map(|_| PollSlot::default()).collect(),
             queue: Mutex::new(VecDeque::new()),
             dropped: AtomicU64::new(0),
             blocking_stalls: AtomicU64::new(0),
             blocking_seen: Mutex::new(None),
             watcher: OnceLock::new(),
+            launched: AtomicBool::new(false),
+            born: super::coarse_ns(),
         }
     }
 
@@ -43,8 +54,48 @@ impl Sink {
         self.threshold
     }
 
-    pub(crate) fn set_watcher(&self, thread: Thread) {
-        let _ = self.watcher.set(thread);
+    /// Shard `id`'s poll slot.
+    pub(crate) fn slot(&self, id: usize) -> &PollSlot {
+        &self.slots[id]
+    }
+
+    pub(crate) fn slots(&self) -> &[PollSlot] {
+        &self.slots
+    }
+
+    pub(crate) fn set_launcher(&self, state: Weak<State>) {
+        let _ = self.watcher.set(state);
+    }
+
+    /// Called by a shard about to idle: starts the watcher thread once the
+    /// runtime has run for `LAUNCH_AFTER` (`watcher.rs`). One load while
+    /// launched; a coarse clock read before.
+    #[inline]
+    pub(crate) fn launch_due(&self) {
+        if self.launched.load(Ordering::Relaxed) {
+            return;
+        }
+        self.launch_slow();
+    }
+
+    /// How long until the watcher is due to start; `None` once started.
+    pub(crate) fn launch_in(&self) -> Option<Duration> {
+        if self.launched.load(Ordering::Relaxed) {
+            return None;
+        }
+        let age = super::coarse_ns().saturating_sub(self.born);
+        Some(LAUNCH_AFTER.saturating_sub(Duration::from_nanos(age)))
+    }
+
+    #[cold]
+    fn launch_slow(&self) {
+        let age = super::coarse_ns().saturating_sub(self.born);
+        if age < LAUNCH_AFTER.as_nanos() as u64 || self.launched.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(state) = self.watcher.get().and_then(Weak::upgrade) {
+            state.launch();
+        }
     }
 
     /// Queues `report` for the watcher and wakes it.
@@ -58,8 +109,8 @@ impl Sink {
             }
             queue.push_back(report);
         }
-        if let Some(t) = self.watcher.get() {
-            t.unpark();
+        if let Some(state) = self.watcher.get().and_then(Weak::upgrade) {
+            state.wake();
         }
     }
 

@@ -41,36 +41,38 @@ pub(crate) struct Running {
 }
 
 impl PollSlot {
-    /// The shard is about to poll a task spawned at `location`.
+    /// The shard is about to poll a task spawned at `location`; `now` is
+    /// a coarse clock reading taken at or before this moment (the end of
+    /// the previous poll in the batch: one clock read per poll).
     #[inline]
-    pub(crate) fn begin(&self, location: &'static Location<'static>) {
+    pub(crate) fn begin(&self, location: &'static Location<'static>, now: u64) {
         self.location.store(
             location as *const Location<'static> as *mut _,
             Ordering::Relaxed,
         );
         // Release: a watcher that reads this start reads the location
         // stored above (or a later one, which it detects).
-        self.start.store(coarse_ns(), Ordering::Release);
+        self.start.store(now.max(1), Ordering::Release);
     }
 
-    /// The poll returned: reports it to `sink` if it ran longer than the
-    /// threshold (and was not already reported as ongoing). True when it
-    /// reported.
+    /// The poll returned: whether it ran longer than the threshold (a
+    /// stall, counted by the shard; reported to `sink` unless the watcher
+    /// already reported it as ongoing), and the coarse time now.
     #[inline]
-    pub(crate) fn end(&self, shard: ShardId, sink: &Sink) -> bool {
+    pub(crate) fn end(&self, shard: ShardId, sink: &Sink) -> (bool, u64) {
         let start = self.start.load(Ordering::Relaxed);
         self.start.store(0, Ordering::Release);
-        let ran = coarse_ns().saturating_sub(start);
-        if ran < sink.threshold().as_nanos() as u64 {
-            return false;
+        let now = coarse_ns();
+        if now.saturating_sub(start) < sink.threshold().as_nanos() as u64 {
+            return (false, now);
         }
-        self.stalled(shard, start, sink)
+        (self.stalled(shard, start, sink), now)
     }
 
     #[cold]
     fn stalled(&self, shard: ShardId, start: u64, sink: &Sink) -> bool {
         if !self.claim(start) {
-            return false;
+            return true;
         }
         let location = self.location.load(Ordering::Relaxed);
         // SAFETY: the shard itself stored it, from a `&'static Location`,

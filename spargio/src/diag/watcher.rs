@@ -1,100 +1,132 @@
 //! The watcher thread (module docs).
+//!
+//! Started late, by the first shard to go idle once the runtime has run
+//! for `LAUNCH_AFTER`: a runtime that lives shorter (a test, a CLI call)
+//! never pays for the thread, and in its first second nothing the watcher
+//! alone catches can be due (a poll is reported as ongoing after a second
+//! at the earliest; every stall that ends reports itself). The spawn runs
+//! on an idle shard, so no task waits for it.
+//!
+//! The thread holds only weak references to the sink and the blocking
+//! pool: a runtime's drop does not wait for it. The drop stops it and
+//! delivers whatever reports are still queued on the dropping thread, so
+//! every report is out when the drop returns; the thread ends on its own
+//! moments later.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::{self, JoinHandle};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread;
 use std::time::Duration;
 
+use super::sink::Sink;
 use super::{precise_ns, StallCallback, StallReport};
 use crate::scheduler::Shared;
-use crate::stats::Counters;
+use crate::task::blocking::WeakBlockingPool;
 
 /// The longest the watcher sleeps while every shard rests.
 const MAX_NAP: Duration = Duration::from_secs(1);
 
-/// The running watcher; stops (and is joined) on drop.
+/// How long a runtime runs before its watcher thread starts.
+pub(crate) const LAUNCH_AFTER: Duration = Duration::from_secs(1);
+
+/// The runtime's end of the detector: stops the thread and delivers the
+/// last reports on drop.
 #[derive(Debug)]
 pub(crate) struct Watcher {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    state: Arc<State>,
 }
 
 impl Watcher {
-    /// Starts watching `shared`'s shards and blocking pool, if its config
-    /// asks for it.
-    pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<Option<Watcher>> {
-        let Some(sink) = shared.stall.as_ref() else {
-            return Ok(None);
-        };
+    /// The detector of `shared`, if its config asks for one; its thread
+    /// starts later ([`Sink::launch_due`]).
+    pub(crate) fn new(shared: &Shared) -> Option<Watcher> {
+        let sink = shared.stall.as_ref()?;
         let threshold = sink.threshold();
-        let stop = Arc::new(AtomicBool::new(false));
-        let state = State {
-            shared: shared.clone(),
+        let state = Arc::new(State {
+            sink: Arc::downgrade(sink),
+            blocking: shared.blocking.downgrade(),
             threshold,
             ongoing_after: (threshold * 10).max(MAX_NAP),
             callback: shared.config.stall.callback.clone(),
-            stop: stop.clone(),
-        };
-        let name = format!("{}-watch", shared.config.thread_name);
-        let thread = thread::Builder::new()
-            .name(name)
-            .spawn(move || state.run())?;
-        sink.set_watcher(thread.thread().clone());
-        Ok(Some(Watcher {
-            stop,
-            thread: Some(thread),
-        }))
-    }
-
-    /// Stops the watcher without waiting for it (a runtime dropped on its
-    /// own shard cannot wait).
-    pub(crate) fn detach(mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            t.thread().unpark();
-        }
+            stop: AtomicBool::new(false),
+            thread: Mutex::new(None),
+            name: format!("{}-watch", shared.config.thread_name),
+        });
+        sink.set_launcher(Arc::downgrade(&state));
+        Some(Watcher { state })
     }
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            t.thread().unpark();
-            let _ = t.join();
+        self.state.stop.store(true, Ordering::Release);
+        if let Some(t) = &*self.state.thread.lock().unwrap_or_else(|p| p.into_inner()) {
+            t.unpark();
         }
+        // What the shards queued last goes out before the runtime's drop
+        // returns (the watcher may be delivering some of it concurrently:
+        // each report is taken once).
+        self.state.deliver();
     }
 }
 
-struct State {
-    shared: Arc<Shared>,
+pub(crate) struct State {
+    sink: Weak<Sink>,
+    blocking: WeakBlockingPool,
     threshold: Duration,
     ongoing_after: Duration,
     callback: Option<StallCallback>,
-    stop: Arc<AtomicBool>,
+    stop: AtomicBool,
+    thread: Mutex<Option<thread::Thread>>,
+    name: String,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("threshold", &self.threshold)
+            .finish_non_exhaustive()
+    }
 }
 
 impl State {
-    fn run(self) {
-        let Some(sink) = self.shared.stall.clone() else {
+    /// Starts the thread (once; called by the sink). Without a thread the
+    /// runtime still runs: it only loses what the thread catches, which
+    /// it says.
+    pub(crate) fn launch(self: Arc<State>) {
+        let mut slot = self.thread.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_some() || self.stop.load(Ordering::Acquire) {
             return;
-        };
+        }
+        let runs = self.clone();
+        match thread::Builder::new()
+            .name(self.name.clone())
+            .spawn(move || runs.run())
+        {
+            Ok(t) => *slot = Some(t.thread().clone()),
+            Err(err) => log::warn!(target: "spargio::stall", "no stall watcher thread: {err}"),
+        }
+    }
+
+    /// Wakes the thread (a report was queued).
+    pub(crate) fn wake(&self) {
+        if let Some(t) = &*self.thread.lock().unwrap_or_else(|p| p.into_inner()) {
+            t.unpark();
+        }
+    }
+
+    fn run(&self) {
         let mut nap = self.threshold;
-        let mut reports = Vec::new();
-        loop {
-            thread::park_timeout(nap);
-            // A round after the stop too: what the shards queued last.
-            let stopping = self.stop.load(Ordering::Acquire);
-            let busy = self.check_running();
+        while !self.stop.load(Ordering::Acquire) {
+            // Deliver first: reports queued before the thread started.
+            self.deliver();
+            let Some(sink) = self.sink.upgrade() else {
+                return;
+            };
+            let busy = self.check_running(&sink);
             self.check_blocking(&sink);
-            sink.take(&mut reports);
-            for report in reports.drain(..) {
-                self.report(&report);
-            }
-            if stopping {
-                break;
-            }
+            drop(sink);
             // Nothing running: nothing can stall until a shard wakes, and
             // a stall that starts meanwhile reports itself when it ends;
             // only a poll that never ends waits for this round.
@@ -103,22 +135,22 @@ impl State {
             } else {
                 (nap * 2).min(MAX_NAP)
             };
+            thread::park_timeout(nap);
         }
     }
 
     /// Reports polls running for `ongoing_after` (once each); true when a
     /// shard is in a poll or the blocking pool has a queue.
-    fn check_running(&self) -> bool {
+    fn check_running(&self, sink: &Sink) -> bool {
         let now = precise_ns();
         let mut busy = false;
-        for (id, shard) in self.shared.shards.iter().enumerate() {
-            let Some(poll) = shard.poll.running() else {
+        for (id, slot) in sink.slots().iter().enumerate() {
+            let Some(poll) = slot.running() else {
                 continue;
             };
             busy = true;
             let ran = Duration::from_nanos(now.saturating_sub(poll.start));
-            if ran >= self.ongoing_after && shard.poll.claim(poll.start) {
-                Counters::bump_shared(&shard.counters.stalls);
+            if ran >= self.ongoing_after && slot.claim(poll.start) {
                 self.report(&StallReport::Shard {
                     shard: id,
                     duration: ran,
@@ -127,14 +159,27 @@ impl State {
                 });
             }
         }
-        busy || self.shared.blocking.oldest().is_some()
+        busy || self.blocking.oldest().is_some()
     }
 
     /// A job still waiting (every pool thread stuck) is reported here; one
     /// that gets a thread is reported by that thread.
-    fn check_blocking(&self, sink: &super::Sink) {
-        if let Some((queued_at, queued, threads)) = self.shared.blocking.oldest() {
+    fn check_blocking(&self, sink: &Sink) {
+        if let Some((queued_at, queued, threads)) = self.blocking.oldest() {
             sink.blocking_waited(queued_at, queued_at.elapsed(), queued, threads);
+        }
+    }
+
+    /// Delivers the queued reports.
+    fn deliver(&self) {
+        let Some(sink) = self.sink.upgrade() else {
+            return;
+        };
+        let mut reports = Vec::new();
+        sink.take(&mut reports);
+        drop(sink);
+        for report in &reports {
+            self.report(report);
         }
     }
 

@@ -88,14 +88,12 @@ impl Drop for Runtime {
         if crate::scheduler::context::current_shard(shared).is_some() {
             // Dropped on one of its own shards: that shard exits when this
             // task returns; waiting here would deadlock. Threads detach.
-            if let Some(w) = watcher {
-                w.detach();
-            }
+            drop(watcher);
             return;
         }
         // Joining is the wait: a shard thread ends once it has drained.
         self.join_threads();
-        // Then the watcher (its drop stops and joins it).
+        // Then the watcher: stopped, the shards' last reports delivered.
         drop(watcher);
     }
 }
@@ -212,12 +210,8 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
             source,
         });
     }
-    // Without a watcher thread the runtime still runs: it only loses the
-    // detector, which it says.
-    let watcher = Watcher::start(&shared).unwrap_or_else(|err| {
-        log::warn!(target: "spargio::stall", "no stall detector: {err}");
-        None
-    });
+    // Its thread starts later, from an idle shard (`diag/watcher.rs`).
+    let watcher = Watcher::new(&shared);
     Ok(Runtime {
         handle: RuntimeHandle { shared },
         threads: Mutex::new(threads),

@@ -50,8 +50,6 @@ pub(crate) struct ShardShared {
     pub(crate) direct_msgs: AtomicUsize,
     pub(crate) features: OnceLock<RingFeatures>,
     pub(crate) timers: ShardTimers,
-    /// The poll running now, for the stall detector (`diag`).
-    pub(crate) poll: crate::diag::PollSlot,
 }
 
 impl ShardShared {
@@ -71,7 +69,6 @@ impl ShardShared {
             direct_msgs: AtomicUsize::new(0),
             features: OnceLock::new(),
             timers: ShardTimers::new(),
-            poll: crate::diag::PollSlot::default(),
         }
     }
 
@@ -118,7 +115,7 @@ impl Shared {
         let stall = config
             .stall
             .threshold
-            .map(|t| Arc::new(crate::diag::Sink::new(t.max(crate::diag::MIN_THRESHOLD))));
+            .map(|t| Arc::new(crate::diag::Sink::new(t.max(crate::diag::MIN_THRESHOLD), n)));
         Shared {
             mail: Mailboxes::new(n, config.msg_queue_capacity),
             idle: Idle::default(),

@@ -72,6 +72,9 @@ pub(crate) struct Worker {
     pub(super) coalesced_out: RefCell<Vec<super::coalesce::PendingSum>>,
     pub(super) steal: RefCell<StealState>,
     in_poll: Cell<bool>,
+    /// The coarse time at the end of the last poll (the next poll's start,
+    /// for the stall detector; refreshed at each batch's start).
+    poll_clock: Cell<u64>,
     /// How long to spin before parking (see `spin.rs`).
     spin: AdaptiveSpin,
     /// More shards than CPUs this process may use.
@@ -103,6 +106,7 @@ impl Worker {
             coalesced_out: RefCell::new(Vec::new()),
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
+            poll_clock: Cell::new(0),
             spin: AdaptiveSpin::new(shared.config.spin_before_park),
             oversubscribed: n > crate::runtime::available_cpus(),
             max_spinners: (n / 2).max(1),
@@ -258,6 +262,9 @@ impl Worker {
     fn run_batch(&self) -> usize {
         let budget = self.shared.config.steal.budget;
         let mut ran = 0;
+        if self.shared.stall.is_some() {
+            self.poll_clock.set(crate::diag::coarse_ns());
+        }
         while ran < budget {
             let Some((r, origin)) = self.next_task() else {
                 break;
@@ -298,14 +305,17 @@ impl Worker {
         }
         self.in_poll.set(true);
         let stall = self.shared.stall.as_deref();
-        if stall.is_some() {
-            self.me().poll.begin(r.metadata().location);
+        if let Some(sink) = stall {
+            sink.slot(self.id)
+                .begin(r.metadata().location, self.poll_clock.get());
         }
         // The harness turns a panic in `poll` into the task's output; this
         // catches one from a destructor run by the poll.
         let res = catch_unwind(AssertUnwindSafe(|| r.run()));
         if let Some(sink) = stall {
-            if self.me().poll.end(self.id, sink) {
+            let (stalled, now) = sink.slot(self.id).end(self.id, sink);
+            self.poll_clock.set(now);
+            if stalled {
                 Counters::bump_local(&counters.stalls);
             }
         }
@@ -470,6 +480,10 @@ impl Worker {
         let me = self.me();
         let mut slept_since = None;
         loop {
+            // Starts the stall watcher when due (see `park`'s timeout).
+            if let Some(sink) = self.shared.stall.as_deref() {
+                sink.launch_due();
+            }
             // Doorbells are submitted now; other queued SQEs go in with
             // the wait below (one `io_uring_enter` for both).
             self.push_doorbells(false);
@@ -500,6 +514,12 @@ impl Worker {
                 .next_tick()
                 .map(|t| self.shared.clock.until_tick(t));
             let timeout = crate::time::earliest(bound, timer);
+            // Until the stall watcher runs, wake when it is due to start:
+            // once per shard, a second after build.
+            let timeout = crate::time::earliest(
+                timeout,
+                self.shared.stall.as_deref().and_then(|s| s.launch_in()),
+            );
             if watchdog {
                 self.shared.idle.watch_begin();
             }

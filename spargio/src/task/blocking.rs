@@ -8,7 +8,7 @@
 //! cancellation); jobs already running finish, and shutdown waits for them.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -103,12 +103,9 @@ impl BlockingPool {
         drop(queued);
     }
 
-    /// When the oldest queued job was queued, with (queued jobs, threads);
-    /// `None` when none waits.
-    pub(crate) fn oldest(&self) -> Option<(Instant, usize, usize)> {
-        let state = self.inner.lock();
-        let (at, _) = state.queue.front()?;
-        Some((*at, state.queue.len(), state.threads))
+    /// A reference that does not keep the pool alive (the stall watcher's).
+    pub(crate) fn downgrade(&self) -> WeakBlockingPool {
+        WeakBlockingPool(Arc::downgrade(&self.inner))
     }
 
     /// (threads, idle threads, queued jobs).
@@ -118,9 +115,27 @@ impl BlockingPool {
     }
 }
 
+/// A [`BlockingPool`] that may be gone.
+#[derive(Debug)]
+pub(crate) struct WeakBlockingPool(Weak<Inner>);
+
+impl WeakBlockingPool {
+    /// When the oldest queued job was queued, with (queued jobs,
+    /// threads); `None` when none waits or the pool is gone.
+    pub(crate) fn oldest(&self) -> Option<(Instant, usize, usize)> {
+        self.0.upgrade()?.oldest()
+    }
+}
+
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn oldest(&self) -> Option<(Instant, usize, usize)> {
+        let state = self.lock();
+        let (at, _) = state.queue.front()?;
+        Some((*at, state.queue.len(), state.threads))
     }
 
     fn work(&self) {
