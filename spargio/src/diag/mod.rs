@@ -3,14 +3,15 @@
 //! A shard runs one task poll at a time, so one poll that blocks its
 //! thread (a `std::thread::sleep`, a blocking syscall, a long computation
 //! without a yield) holds up every task and connection homed on that
-//! shard. The detector finds such polls for the price of two clock reads
-//! and three stores per poll, and a thread of its own that sleeps while
+//! shard. The detector finds such polls for the price of one coarse clock
+//! read and three stores per poll, and a thread of its own that sleeps while
 //! the runtime rests:
 //!
 //! * **On the shard** (`slot.rs`): before each poll the shard stores
 //!   the coarse monotonic time (`CLOCK_MONOTONIC_COARSE`, a vDSO read of
 //!   the kernel's last tick, no hardware clock) and the task's spawn
-//!   location; after it, a zero, and it reads the coarse clock again. A
+//!   location; after it, a zero, and it reads the coarse clock again (that
+//!   reading is the next poll's start: one read per poll). A
 //!   poll that ran longer than the threshold queues one
 //!   [`StallReport::Shard`] with its duration, from the coarse start
 //!   (which trails the real one) to a precise end: never shorter than the
@@ -26,6 +27,10 @@
 //!   report with one swap), and a pool job still waiting after the
 //!   threshold is reported while it waits. It looks every threshold while
 //!   a shard is in a poll, and backs off to once a second while none is.
+//!   It starts a second after the runtime (so a short-lived one never
+//!   pays for the thread), holds weak references only, and is stopped,
+//!   not joined, by the runtime's drop, which delivers the last reports
+//!   itself.
 //!
 //! Reports go to the builder's `on_stall` callback (on the watcher
 //! thread, panics caught) or, without one, to the `log` facade at `warn`

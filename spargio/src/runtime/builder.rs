@@ -396,9 +396,13 @@ impl RuntimeBuilder {
     /// blocking-pool job that waited that long for a thread. Default
     /// 100 ms (at least 10 ms); `None` turns it off.
     ///
-    /// It costs each poll a coarse clock read and three stores; the
-    /// checks run on a watcher thread of the runtime's own (waking every
-    /// quarter of the threshold), never on a shard. Reports go to
+    /// It costs each poll a coarse clock read and three stores (a few
+    /// ns): a poll that ran too long reports itself when it returns. A
+    /// watcher thread of the runtime's own, started a second after build,
+    /// delivers the reports and catches polls that do not return (reported
+    /// as `ongoing` after ten thresholds, at least a second); it looks
+    /// every threshold while a shard is in a poll and once a second while
+    /// none is. Reports go to
     /// [`on_stall`](Self::on_stall) or, without it, to the `log` crate at
     /// `warn` level (target `spargio::stall`); they are counted in the
     /// stats (`stalls`, `blocking_stalls`).
