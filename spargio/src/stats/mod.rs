@@ -8,6 +8,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod prometheus;
+
 /// Ring features one shard obtained at setup.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingFeatures {
@@ -36,8 +38,8 @@ pub struct RingFeatures {
 
 macro_rules! counters {
     (
-        sum { $($(#[$doc:meta])* $name:ident,)* }
-        max { $($(#[$mdoc:meta])* $mname:ident,)* }
+        sum { $($(#[doc = $doc:literal])* $name:ident,)* }
+        max { $($(#[doc = $mdoc:literal])* $mname:ident,)* }
     ) => {
         /// Per-shard counters (internal).
         #[derive(Debug, Default)]
@@ -51,8 +53,17 @@ macro_rules! counters {
         #[derive(Clone, Debug, Default, PartialEq, Eq)]
         #[non_exhaustive]
         pub struct CounterTotals {
-            $($(#[$doc])* pub $name: u64,)*
-            $($(#[$mdoc])* pub $mname: u64,)*
+            $($(#[doc = $doc])* pub $name: u64,)*
+            $($(#[doc = $mdoc])* pub $mname: u64,)*
+        }
+
+        impl CounterTotals {
+            /// Every counter as (name, help, value, is a high-water mark),
+            /// for exporters.
+            pub(crate) fn each(&self, mut f: impl FnMut(&'static str, &'static str, u64, bool)) {
+                $(f(stringify!($name), concat!($($doc),*), self.$name, false);)*
+                $(f(stringify!($mname), concat!($($mdoc),*), self.$mname, true);)*
+            }
         }
 
         impl Counters {
