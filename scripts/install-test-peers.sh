@@ -5,7 +5,7 @@
 #
 #   apt-get: openssl curl python3 python3-pip nghttp2-client (h2load)
 #            nginx nodejs wrk
-#   pip:     websockets aioquic grpcio
+#   pip:     websockets aioquic grpcio prometheus_client
 #
 # Idempotent: whatever is present already is left alone. Runs as root
 # (CI) or through sudo. Debian/Ubuntu.
@@ -33,6 +33,7 @@ py_module() {
     websockets) echo "websockets.sync.client, websockets.asyncio.server" ;;
     aioquic) echo "aioquic" ;;
     grpcio) echo "grpc" ;;
+    prometheus_client) echo "prometheus_client.parser" ;;
   esac
 }
 
@@ -54,7 +55,7 @@ missing_apt() {
 
 missing_pip() {
   local need=()
-  for pkg in websockets aioquic grpcio; do
+  for pkg in websockets aioquic grpcio prometheus_client; do
     py_has "$pkg" || need+=("$pkg")
   done
   echo "${need[@]}"

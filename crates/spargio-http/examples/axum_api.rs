@@ -1,11 +1,13 @@
 //! An axum JSON API on spargio: shared state, path/query/JSON extractors,
-//! tower-http layers, the peer address, and graceful shutdown.
+//! tower-http layers, the peer address, graceful shutdown, and the
+//! runtime's metrics on `/metrics` for Prometheus.
 //!
 //! ```text
 //! cargo run --release -p spargio-http --example axum_api               # serves, calls itself over HTTP/1.1 and HTTP/2, exits
 //! cargo run --release -p spargio-http --example axum_api -- serve 3000 # serves until SIGTERM or ctrl-c
 //! curl -s localhost:3000/items -H 'content-type: application/json' -d '{"name":"tea","price_cents":350}'
 //! curl -s 'localhost:3000/items?max_price_cents=500'
+//! curl -s localhost:3000/metrics
 //! ```
 
 use std::collections::BTreeMap;
@@ -15,7 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, Path, Query, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use bytes::Bytes;
@@ -91,14 +94,24 @@ async fn fetch(State(store): State<Store>, Path(id): Path<u64>) -> Result<Json<I
         .ok_or(StatusCode::NOT_FOUND)
 }
 
+/// The runtime's counters in Prometheus's text format.
+async fn metrics() -> impl IntoResponse {
+    let ctx = spargio::ShardCtx::current().expect("handlers run on a shard");
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        ctx.handle().stats_snapshot().to_prometheus_text(),
+    )
+}
+
 fn app() -> Router {
     Router::new()
+        .route("/metrics", get(metrics))
         .route("/items", get(list).post(create))
         .route("/items/{id}", get(fetch))
         .with_state(Store::default())
         .layer(RequestBodyLimitLayer::new(64 * 1024))
         .layer(SetResponseHeaderLayer::overriding(
-            axum::http::header::SERVER,
+            header::SERVER,
             HeaderValue::from_static("spargio-http"),
         ))
 }
@@ -158,6 +171,19 @@ async fn self_test(
         .get(format!("http://{addr}/items/999"))
         .await?;
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let scraped = Client::new(&handle)
+        .get(format!("http://{addr}/metrics"))
+        .await?;
+    let text = String::from_utf8(body_bytes(scraped).await?.to_vec()).unwrap();
+    let polled: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("spargio_tasks_polled_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    println!(
+        "/metrics: {} metric families; {polled} task polls so far",
+        text.lines().filter(|l| l.starts_with("# TYPE")).count()
+    );
     Ok(())
 }
 

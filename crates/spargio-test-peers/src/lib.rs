@@ -42,6 +42,8 @@ pub enum Peer {
     PythonAioquic,
     /// Python's `grpcio` package.
     PythonGrpcio,
+    /// Python's `prometheus_client` package (its text-format parser).
+    PythonPrometheusClient,
     /// `h2load` (Debian `nghttp2-client`).
     H2load,
     /// `nginx`.
@@ -62,6 +64,7 @@ impl Peer {
             Peer::PythonWebsockets => "Python websockets",
             Peer::PythonAioquic => "Python aioquic",
             Peer::PythonGrpcio => "Python grpcio",
+            Peer::PythonPrometheusClient => "Python prometheus_client",
             Peer::H2load => "h2load",
             Peer::Nginx => "nginx",
             Peer::Node => "node",
@@ -78,6 +81,7 @@ impl Peer {
             Peer::PythonWebsockets => "python3 -m pip install websockets",
             Peer::PythonAioquic => "python3 -m pip install aioquic",
             Peer::PythonGrpcio => "python3 -m pip install grpcio",
+            Peer::PythonPrometheusClient => "python3 -m pip install prometheus_client",
             Peer::H2load => "apt-get install nghttp2-client",
             Peer::Nginx => "apt-get install nginx",
             Peer::Node => "apt-get install nodejs",
@@ -95,6 +99,7 @@ impl Peer {
             }
             Peer::PythonAioquic => python_imports("aioquic"),
             Peer::PythonGrpcio => python_imports("grpc"),
+            Peer::PythonPrometheusClient => python_imports("prometheus_client.parser"),
             Peer::H2load => runs("h2load", &["--version"]),
             Peer::Nginx => runs("nginx", &["-v"]),
             Peer::Node => runs("node", &["--version"]),
@@ -156,7 +161,10 @@ fn found(st: &mut State, peer: Peer) -> bool {
 fn how_to_install(st: &mut State, peer: Peer) -> String {
     let python_package = matches!(
         peer,
-        Peer::PythonWebsockets | Peer::PythonAioquic | Peer::PythonGrpcio
+        Peer::PythonWebsockets
+            | Peer::PythonAioquic
+            | Peer::PythonGrpcio
+            | Peer::PythonPrometheusClient
     );
     if python_package && !found(st, Peer::Python) {
         format!(
