@@ -21,7 +21,7 @@
 //! no longer counts against `max_connections` nor the idle timeout, and
 //! graceful shutdown does not wait for it (close your WebSockets from the
 //! shutdown signal, as with axum). The frame and message limits of
-//! [`WsOptions`](spargio_ws::WsOptions) apply (default: tungstenite's,
+//! [`WsOptions`] apply (default: tungstenite's,
 //! 64 MiB messages and 16 MiB frames; a larger message gets close code
 //! 1009).
 //!
