@@ -45,9 +45,12 @@
 //! locks the stalled code may hold); it would also take a signal number
 //! from the application. The spawn location names the task instead.
 
+mod dump;
 mod sink;
 mod slot;
 mod watcher;
+
+pub use dump::{TaskDump, TaskSnapshot, TaskSnapshotKind};
 
 pub(crate) use sink::Sink;
 pub(crate) use watcher::Watcher;
@@ -140,6 +143,12 @@ impl fmt::Debug for StallConfig {
             .field("callback", &self.callback.is_some())
             .finish()
     }
+}
+
+/// A live task's id: its home shard and registry slot (unique among live
+/// tasks; a slot is reused after its task ends).
+pub(crate) fn task_id(home: ShardId, key: usize) -> u64 {
+    ((home as u64) << 32) | key as u64
 }
 
 /// `CLOCK_MONOTONIC_COARSE` in ns (never 0: 0 means "not in a poll").

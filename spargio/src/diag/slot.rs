@@ -17,6 +17,9 @@ pub(crate) struct PollSlot {
     /// The polled task's spawn location (valid while `start` is the
     /// value read with it).
     location: AtomicPtr<Location<'static>>,
+    /// The polled task's id (`diag::task_id`; meaningful only while
+    /// `start` is not 0).
+    task: AtomicU64,
     /// The `start` of the last poll reported (by the shard when it ended,
     /// or by the watcher while it ran): whoever swaps a start in first
     /// reports that poll, so it is reported exactly once.
@@ -28,6 +31,7 @@ impl Default for PollSlot {
         PollSlot {
             start: AtomicU64::new(0),
             location: AtomicPtr::new(std::ptr::null_mut()),
+            task: AtomicU64::new(0),
             reported: AtomicU64::new(0),
         }
     }
@@ -45,7 +49,8 @@ impl PollSlot {
     /// a coarse clock reading taken at or before this moment (the end of
     /// the previous poll in the batch: one clock read per poll).
     #[inline]
-    pub(crate) fn begin(&self, location: &'static Location<'static>, now: u64) {
+    pub(crate) fn begin(&self, location: &'static Location<'static>, task: u64, now: u64) {
+        self.task.store(task, Ordering::Relaxed);
         self.location.store(
             location as *const Location<'static> as *mut _,
             Ordering::Relaxed,
@@ -105,6 +110,16 @@ impl PollSlot {
         // SAFETY: every stored pointer came from a `&'static Location`.
         let location = unsafe { &*location };
         Some(Running { start, location })
+    }
+
+    /// The id of the task being polled now, if any (for task dumps; may
+    /// be a moment stale).
+    pub(crate) fn running_task(&self) -> Option<u64> {
+        if self.start.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let task = self.task.load(Ordering::Relaxed);
+        (self.start.load(Ordering::Acquire) != 0).then_some(task)
     }
 
     /// Claims the report of the poll that started at `start`: true for

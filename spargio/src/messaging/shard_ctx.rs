@@ -115,7 +115,7 @@ impl ShardCtx {
         // dropped here; the handle is as `Send` as the output is
         // (`JoinHandle<T>: Send` needs `T: Send`).
         let (runnable, handle) = unsafe {
-            spawn::build_unchecked(&self.shared, TaskKind::Pinned(self.id), self.id, fut)?
+            spawn::build_unchecked(&self.shared, TaskKind::Pinned(self.id), self.id, true, fut)?
         };
         Counters::bump_shared(&self.shared.shards[self.id].counters.spawn_local);
         crate::scheduler::submit_pinned(&self.shared, self.id, runnable);

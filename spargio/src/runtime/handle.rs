@@ -243,7 +243,8 @@ impl RuntimeHandle {
         let kind = TaskKind::Pinned(shard);
         // SAFETY: pinned, so only polled and dropped on `shard`'s thread;
         // the output is `Send`, so the handle may go anywhere.
-        let (runnable, handle) = unsafe { spawn::build_unchecked(&self.shared, kind, shard, fut)? };
+        let (runnable, handle) =
+            unsafe { spawn::build_unchecked(&self.shared, kind, shard, true, fut)? };
         Counters::bump_shared(&self.shared.shards[shard].counters.spawn_local);
         scheduler::submit_pinned(&self.shared, shard, runnable);
         Ok(handle)
@@ -320,6 +321,30 @@ impl RuntimeHandle {
     /// A snapshot of the runtime's counters.
     pub fn stats_snapshot(&self) -> RuntimeStats {
         self.shared.stats()
+    }
+
+    /// Every live task: id, spawn location, kind, home shard, whether a
+    /// shard is polling it right now, and age; plus counts per spawn
+    /// location ([`TaskDump::by_location`](crate::TaskDump::by_location)). Cheap enough for a
+    /// `/debug/tasks` endpoint: the shards keep polling while it runs
+    /// (spawns and task ends on one shard wait for that shard's walk).
+    ///
+    /// ```
+    /// let rt = spargio::Runtime::builder().shards(2).build().unwrap();
+    /// let h = rt.handle();
+    /// let stop = spargio::CancellationToken::new();
+    /// for shard in [0, 1] {
+    ///     let stop = stop.clone();
+    ///     h.spawn_pinned(shard, async move { stop.cancelled().await }).unwrap();
+    /// }
+    /// let dump = h.dump_tasks();
+    /// assert_eq!(dump.tasks.len(), 2);
+    /// assert_eq!(dump.by_location()[0].1, 2); // both spawned on the same line
+    /// println!("{dump}");
+    /// stop.cancel();
+    /// ```
+    pub fn dump_tasks(&self) -> crate::TaskDump {
+        self.shared.dump_tasks()
     }
 
     fn check_shard(&self, shard: ShardId) -> Result<(), RuntimeError> {

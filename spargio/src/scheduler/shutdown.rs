@@ -36,8 +36,8 @@ use crate::stats::Counters;
 
 impl Worker {
     pub(super) fn shutdown(&self) {
-        for waker in self.me().registry.close() {
-            waker.wake();
+        for entry in self.me().registry.close() {
+            entry.waker.wake();
         }
         let mut doomed = Vec::new();
         loop {
@@ -56,8 +56,8 @@ impl Worker {
                 break;
             }
             if !dropped_any {
-                for waker in self.me().registry.live() {
-                    waker.wake();
+                for entry in self.me().registry.live() {
+                    entry.waker.wake();
                 }
                 self.nap();
             }
@@ -73,8 +73,8 @@ impl Worker {
     /// steps, napping on the thread instead of in the ring, and leaking
     /// (never freeing) what operations still in the ring hold.
     pub(super) fn shutdown_without_ring(&self) {
-        for waker in self.me().registry.close() {
-            let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
+        for entry in self.me().registry.close() {
+            let _ = catch_unwind(AssertUnwindSafe(|| entry.waker.wake()));
         }
         let mut doomed = Vec::new();
         loop {
@@ -91,8 +91,8 @@ impl Worker {
                 break;
             }
             if !dropped_any {
-                for waker in self.me().registry.live() {
-                    let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
+                for entry in self.me().registry.live() {
+                    let _ = catch_unwind(AssertUnwindSafe(|| entry.waker.wake()));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }

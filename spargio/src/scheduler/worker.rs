@@ -306,8 +306,10 @@ impl Worker {
         self.in_poll.set(true);
         let stall = self.shared.stall.as_deref();
         if let Some(sink) = stall {
+            let meta = r.metadata();
+            let task = crate::diag::task_id(meta.home, meta.key);
             sink.slot(self.id)
-                .begin(r.metadata().location, self.poll_clock.get());
+                .begin(meta.location, task, self.poll_clock.get());
         }
         // The harness turns a panic in `poll` into the task's output; this
         // catches one from a destructor run by the poll.

@@ -64,8 +64,8 @@ impl TaskMeta {
     pub(crate) fn abort(&self) {
         // Release pairs with the Acquire in `is_aborted` on the running shard.
         if !self.aborted.swap(true, Ordering::Release) {
-            if let Some(waker) = self.shared.shards[self.home].registry.waker(self.key) {
-                waker.wake();
+            if let Some(entry) = self.shared.shards[self.home].registry.waker(self.key) {
+                entry.waker.wake();
             }
         }
     }

@@ -21,10 +21,29 @@ use std::task::Waker;
 
 use slab::Slab;
 
-/// The registry; `V` is what is kept per task (a waker; the loom model
-/// uses plain numbers).
+/// What the registry keeps per live task: its waker (shutdown and abort
+/// wake it) and what a task dump shows of it.
+#[derive(Clone, Debug)]
+pub(crate) struct TaskEntry {
+    pub(crate) waker: Waker,
+    pub(crate) info: TaskInfo,
+}
+
+/// A task's identity for dumps (`dump.rs`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TaskInfo {
+    pub(crate) location: &'static std::panic::Location<'static>,
+    pub(crate) kind: super::meta::TaskKind,
+    /// Spawned by a `spawn_local` path (`!Send` allowed).
+    pub(crate) local: bool,
+    /// Coarse monotonic ns at spawn.
+    pub(crate) born: u64,
+}
+
+/// The registry; `V` is what is kept per task (a [`TaskEntry`]; the loom
+/// model uses plain numbers).
 #[derive(Debug)]
-pub(crate) struct Registry<V = Waker> {
+pub(crate) struct Registry<V = TaskEntry> {
     inner: Mutex<Inner<V>>,
 }
 
@@ -77,6 +96,14 @@ impl<V: Clone> Registry<V> {
     /// Tasks registered and not yet ended.
     pub(crate) fn len(&self) -> usize {
         self.lock().tasks.len()
+    }
+
+    /// Calls `f` with every live task's key and value, under the lock
+    /// (spawns and task ends on this shard wait meanwhile; polls do not).
+    pub(crate) fn each(&self, mut f: impl FnMut(usize, &V)) {
+        for (key, v) in self.lock().tasks.iter() {
+            f(key, v);
+        }
     }
 
     pub(crate) fn waker(&self, key: usize) -> Option<V> {

@@ -7,6 +7,7 @@ use async_task::{Builder, WithInfo};
 
 use super::harness::Harness;
 use super::meta::{TaskKind, TaskMeta};
+use super::registry::{TaskEntry, TaskInfo};
 use super::JoinHandle;
 use crate::error::RuntimeError;
 use crate::scheduler::{self, Shared};
@@ -31,7 +32,7 @@ where
 {
     // SAFETY: the future and its output are `Send`, so they may be polled,
     // dropped and read on any thread.
-    unsafe { build_unchecked(shared, kind, home, fut) }
+    unsafe { build_unchecked(shared, kind, home, false, fut) }
 }
 
 /// Allocates a task that need not be `Send`.
@@ -42,12 +43,14 @@ where
 /// task must only be polled and dropped on `home`'s shard thread (the
 /// scheduler routes pinned runnables to their shard, and shutdown drains
 /// each shard's queues on that shard's thread). If `F::Output` is not
-/// `Send`, the returned handle must stay on that thread too.
+/// `Send`, the returned handle must stay on that thread too. `local`
+/// marks it for task dumps (a `spawn_local` path).
 #[track_caller]
 pub(crate) unsafe fn build_unchecked<F>(
     shared: &Arc<Shared>,
     kind: TaskKind,
     home: ShardId,
+    local: bool,
     fut: F,
 ) -> Result<(Runnable, JoinHandle<F::Output>), RuntimeError>
 where
@@ -71,8 +74,16 @@ where
                     WithInfo(scheduler::schedule),
                 )
             };
-            let waker = runnable.waker();
-            ((runnable, task), waker)
+            let entry = TaskEntry {
+                waker: runnable.waker(),
+                info: TaskInfo {
+                    location,
+                    kind,
+                    local,
+                    born: crate::diag::coarse_ns(),
+                },
+            };
+            ((runnable, task), entry)
         })
         .ok_or(RuntimeError::Shutdown)?;
     let handle = JoinHandle::new(task.fallible(), runnable.metadata());

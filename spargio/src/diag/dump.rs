@@ -1,0 +1,137 @@
+//! Task dumps: every live task, where it was spawned and how long ago.
+//!
+//! Each shard's task registry already holds one entry per live task (for
+//! shutdown); the entry also records the spawn location, the kind and the
+//! spawn time (a coarse clock read at spawn). A dump walks the registries
+//! one at a time under their locks: spawns and task ends on that shard
+//! wait for the walk (microseconds per thousand tasks), polls never do.
+//! Whether a task is being polled right now comes from the shards' poll
+//! slots (the stall detector's; without the detector it is unknown).
+
+use std::fmt;
+use std::panic::Location;
+use std::time::Duration;
+
+use super::{coarse_ns, task_id};
+use crate::scheduler::Shared;
+use crate::shard_id::ShardId;
+use crate::task::meta::TaskKind;
+
+/// How a task was spawned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskSnapshotKind {
+    /// Pinned to its home shard (`spawn_pinned`, a round-robin or sticky
+    /// placement).
+    Pinned,
+    /// Stealable: runs wherever the scheduler puts it.
+    Stealable,
+    /// Local to its home shard, maybe `!Send` (`spawn_local`,
+    /// `spawn_local_on`).
+    Local,
+    /// A closure on the blocking pool (`spawn_blocking`).
+    Blocking,
+}
+
+/// One live task in a [`TaskDump`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TaskSnapshot {
+    /// Unique among live tasks (a number is reused after its task ends).
+    pub id: u64,
+    /// Where it was spawned.
+    pub spawned_at: &'static Location<'static>,
+    /// How it was spawned.
+    pub kind: TaskSnapshotKind,
+    /// The shard it is registered on: where a pinned or local task runs,
+    /// where a stealable one was queued first (it may run elsewhere).
+    pub home: ShardId,
+    /// The shard polling it at the moment of the dump, if one was (known
+    /// only with the stall detector on).
+    pub running_on: Option<ShardId>,
+    /// Time since it was spawned (coarse: a few ms).
+    pub age: Duration,
+}
+
+/// Every live task of a runtime, from
+/// [`RuntimeHandle::dump_tasks`](crate::RuntimeHandle::dump_tasks).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct TaskDump {
+    /// The tasks, by home shard, then by registry slot.
+    pub tasks: Vec<TaskSnapshot>,
+}
+
+impl TaskDump {
+    /// Live tasks per spawn location, most first: where a leak or a pile-up
+    /// comes from.
+    pub fn by_location(&self) -> Vec<(&'static Location<'static>, usize)> {
+        let mut counts: Vec<(&'static Location<'static>, usize)> = Vec::new();
+        let mut sorted: Vec<&'static Location<'static>> =
+            self.tasks.iter().map(|t| t.spawned_at).collect();
+        sorted.sort_by_key(|l| (l.file(), l.line(), l.column()));
+        for loc in sorted {
+            match counts.last_mut() {
+                Some((last, n)) if *last == loc => *n += 1,
+                _ => counts.push((loc, 1)),
+            }
+        }
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+        counts
+    }
+}
+
+impl fmt::Display for TaskDump {
+    /// One line per spawn location (count, location), then one per task.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} live tasks", self.tasks.len())?;
+        for (loc, n) in self.by_location() {
+            writeln!(f, "{n:>8}  {loc}")?;
+        }
+        for t in &self.tasks {
+            let running = match t.running_on {
+                Some(shard) => format!(", running on shard {shard}"),
+                None => String::new(),
+            };
+            writeln!(
+                f,
+                "task {:#x}: {:?} on shard {}, spawned at {} {:?} ago{running}",
+                t.id, t.kind, t.home, t.spawned_at, t.age
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// Walks every registry (module docs).
+    pub(crate) fn dump_tasks(&self) -> TaskDump {
+        let now = coarse_ns();
+        let running: Vec<Option<u64>> = match &self.stall {
+            Some(sink) => sink.slots().iter().map(|s| s.running_task()).collect(),
+            None => Vec::new(),
+        };
+        let mut tasks = Vec::new();
+        for (home, shard) in self.shards.iter().enumerate() {
+            shard.registry.each(|key, entry| {
+                let info = entry.info;
+                let id = task_id(home, key);
+                let kind = match info.kind {
+                    TaskKind::Blocking => TaskSnapshotKind::Blocking,
+                    TaskKind::Stealable => TaskSnapshotKind::Stealable,
+                    TaskKind::Pinned(_) if info.local => TaskSnapshotKind::Local,
+                    TaskKind::Pinned(_) => TaskSnapshotKind::Pinned,
+                };
+                tasks.push(TaskSnapshot {
+                    id,
+                    spawned_at: info.location,
+                    kind,
+                    home,
+                    running_on: running.iter().position(|r| *r == Some(id)),
+                    age: Duration::from_nanos(now.saturating_sub(info.born)),
+                });
+            });
+        }
+        TaskDump { tasks }
+    }
+}
