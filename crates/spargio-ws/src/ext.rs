@@ -15,8 +15,11 @@
 //!    big" for a size limit, 1007 for text that is not UTF-8, 1002 for any
 //!    other protocol violation; bounded by [`REFUSAL_LINGER`], since a peer
 //!    that does not read could otherwise hold the call;
-//! 3. the write side is shut down, then the error is returned
-//!    (`InvalidData`). The stream is finished: drop it.
+//! 3. the write side is shut down, and what the peer still sends is read
+//!    and discarded until it closes (within the same bound: closing with
+//!    unread input would send RST, and a peer still sending would lose our
+//!    close frame unread); then the error is returned (`InvalidData`). The
+//!    stream is finished: drop it.
 //!
 //! When the peer ends the connection, `recv` returns `Ok(None)` after
 //! flushing our close reply and shutting down the write side, so the reply
@@ -38,7 +41,8 @@ use futures_io::{AsyncRead, AsyncWrite};
 
 use crate::error::io_error;
 
-/// How long a refusal's close frame may take to go out.
+/// How long a refusal may take: its close frame going out, then the
+/// peer's remaining input read until it closes.
 pub const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 
 /// WebSocket calls with `io::Error`s, for [`WsStream`](crate::WsStream)
@@ -165,7 +169,8 @@ where
                 };
                 let _ = spargio::timeout(REFUSAL_LINGER, async {
                     let _ = ws.close(Some(frame)).await;
-                    shut_down(ws).await
+                    shut_down(ws).await?;
+                    discard_until_closed(ws).await
                 })
                 .await;
             }
@@ -180,6 +185,24 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     poll_fn(|cx| Pin::new(ws.get_mut()).poll_close(cx)).await
+}
+
+/// Reads and discards what the peer still sends until it closes. Closing
+/// a socket with unread input sends RST, and a peer that gets RST while
+/// still sending the rest of a refused message drops our close frame
+/// unread: it would never learn why.
+async fn discard_until_closed<S>(ws: &mut WebSocketStream<S>) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    // Cold path: allocated only for a refusal.
+    let mut scratch = vec![0u8; 16 * 1024];
+    loop {
+        let n = poll_fn(|cx| Pin::new(ws.get_mut()).poll_read(cx, &mut scratch)).await?;
+        if n == 0 {
+            return Ok(());
+        }
+    }
 }
 
 /// The close code that answers a refused frame, if the error is one.
