@@ -232,3 +232,21 @@ fn live_tasks_counts_tasks_until_they_end() {
         h.stats_snapshot().live_tasks() == 0
     });
 }
+
+#[test]
+fn time_spent_parked_is_counted() {
+    let rt = common::runtime(2);
+    let h = rt.handle();
+    // An idle runtime: both shards park for (nearly) all of it.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let done = h.spawn_pinned(1, async { 1 }).unwrap();
+    assert_eq!(block_on(done).unwrap(), 1);
+    let stats = h.stats_snapshot();
+    for shard in &stats.shards {
+        assert!(
+            shard.counters.parked_ns >= 50_000_000,
+            "{:?}",
+            shard.counters
+        );
+    }
+}

@@ -179,6 +179,15 @@ impl Driver {
         }
     }
 
+    /// Reaps that found the completion queue overflowed, since the last
+    /// call (io_uring only: epoll has no completion queue).
+    pub(crate) fn take_cq_overflows(&mut self) -> u64 {
+        match self {
+            Driver::Uring(d) => d.take_cq_overflows(),
+            Driver::Epoll(_) => 0,
+        }
+    }
+
     pub(crate) fn has_failed_doorbells(&self) -> bool {
         match self {
             Driver::Uring(d) => d.has_failed_doorbells(),

@@ -21,6 +21,7 @@
 //! 4. If the kernel has not finished within `QUIESCE_LIMIT`, leak what is
 //!    left rather than free memory it may still write.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue};
@@ -143,14 +144,39 @@ impl Worker {
 
     /// Blocks in the ring, then settles what was reaped.
     pub(super) fn park_driver(&self, timeout: Option<Duration>) -> std::io::Result<usize> {
-        let res = {
+        let start = crate::diag::precise_ns();
+        self.me().parked_since.store(start, Ordering::Relaxed);
+        let (res, overflows) = {
             let mut reaped = self.reaped.borrow_mut();
             let mut driver = self.driver.borrow_mut();
             self.flush_staged(&mut driver);
-            driver.park(timeout, &self.me().ops, &mut reaped)
+            let res = driver.park(timeout, &self.me().ops, &mut reaped);
+            (res, driver.take_cq_overflows())
         };
+        self.me().parked_since.store(0, Ordering::Relaxed);
+        let parked = crate::diag::precise_ns().saturating_sub(start);
+        Counters::add_local(&self.counters().parked_ns, parked);
+        self.note_cq_overflows(overflows);
         self.settle_reaped();
         res
+    }
+
+    /// Counts reaps that found the completion queue overflowed, and says
+    /// so once per shard.
+    pub(super) fn note_cq_overflows(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        Counters::add_local(&self.counters().cq_overflows, n);
+        if !self.cq_overflow_warned.replace(true) {
+            let cq = self.me().features.get().map_or(0, |f| f.cq_entries);
+            log::warn!(
+                target: "spargio::ring",
+                "shard {}: the completion queue ({cq} entries) overflowed; the kernel keeps \
+                 what did not fit until the next enter: raise ring_entries",
+                self.id
+            );
+        }
     }
 
     /// Shutdown steps 1–4 (module docs).

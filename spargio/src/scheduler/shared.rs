@@ -1,7 +1,7 @@
 //! State shared by all shards of one runtime.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_deque::{Injector, Stealer};
@@ -45,6 +45,9 @@ pub(crate) struct ShardShared {
     pub(crate) ops: OpTable,
     /// Messages from outside the runtime queued and not yet consumed.
     pub(crate) external_msgs: AtomicUsize,
+    /// When the shard's current park began (precise ns; 0 while not
+    /// parked): stats count a park still going on.
+    pub(crate) parked_since: AtomicU64,
     /// Direct messages to this shard sent and not yet consumed (in flight
     /// in the kernel or queued as events); bounded like a mailbox.
     pub(crate) direct_msgs: AtomicUsize,
@@ -67,6 +70,7 @@ impl ShardShared {
             ops: OpTable::default(),
             external_msgs: AtomicUsize::new(0),
             direct_msgs: AtomicUsize::new(0),
+            parked_since: AtomicU64::new(0),
             features: OnceLock::new(),
             timers: ShardTimers::new(),
         }
@@ -256,6 +260,15 @@ impl Shared {
                 ..ShardStats::default()
             };
             stats.push_shard(&shard.counters, view);
+            // A park still going on counts up to now.
+            let since = shard.parked_since.load(Ordering::Relaxed);
+            if since != 0 {
+                let extra = crate::diag::precise_ns().saturating_sub(since);
+                if let Some(last) = stats.shards.last_mut() {
+                    last.counters.parked_ns += extra;
+                }
+                stats.totals.parked_ns += extra;
+            }
         }
         stats
     }

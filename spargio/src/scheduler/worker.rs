@@ -72,6 +72,8 @@ pub(crate) struct Worker {
     pub(super) coalesced_out: RefCell<Vec<super::coalesce::PendingSum>>,
     pub(super) steal: RefCell<StealState>,
     in_poll: Cell<bool>,
+    /// The CQ overflow warning went out (once per shard).
+    pub(super) cq_overflow_warned: Cell<bool>,
     /// The coarse time at the end of the last poll (the next poll's start,
     /// for the stall detector; refreshed at each batch's start).
     poll_clock: Cell<u64>,
@@ -106,6 +108,7 @@ impl Worker {
             coalesced_out: RefCell::new(Vec::new()),
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
+            cq_overflow_warned: Cell::new(false),
             poll_clock: Cell::new(0),
             spin: AdaptiveSpin::new(shared.config.spin_before_park),
             oversubscribed: n > crate::runtime::available_cpus(),
@@ -223,10 +226,13 @@ impl Worker {
 
     /// Non-blocking submit-and-reap, then retries failed doorbells.
     fn poll_driver(&self) {
-        let res = {
+        let (res, overflows) = {
             let mut reaped = self.reaped.borrow_mut();
-            self.driver.borrow_mut().poll(&self.me().ops, &mut reaped)
+            let mut driver = self.driver.borrow_mut();
+            let res = driver.poll(&self.me().ops, &mut reaped);
+            (res, driver.take_cq_overflows())
         };
+        self.note_cq_overflows(overflows);
         self.check_ring(res.map(drop));
         self.settle_reaped();
         self.take_direct();

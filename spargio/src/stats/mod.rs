@@ -115,6 +115,13 @@ counters! {
         doorbells_coalesced,
         /// Times the shard blocked in the kernel.
         parks,
+        /// Nanoseconds the shard spent blocked in the kernel (the rest of
+        /// its life it ran tasks, reaped or spun).
+        parked_ns,
+        /// Reaps that found the completion queue overflowed: completions
+        /// the kernel held back for lack of room (kept, never lost, but
+        /// each costs an extra enter). Raise `ring_entries` if it grows.
+        cq_overflows,
         /// Messages this shard sent (to any shard).
         ring_msgs_submitted,
         /// Messages sent to this shard from threads outside the runtime.

@@ -63,6 +63,9 @@ pub(crate) struct UringDriver {
     direct_failed: Vec<DirectMsg>,
     /// Operation SQEs waiting for room in the submission queue.
     backlog: VecDeque<squeue::Entry>,
+    /// Reaps that found the completion queue overflowed (taken by the
+    /// worker into its counters).
+    cq_overflows: u64,
     /// Operation completions of the current reap, before they are handed
     /// to the op table under one lock.
     op_cqes: Vec<(OpKey, Outcome)>,
@@ -92,6 +95,7 @@ impl UringDriver {
             direct_in: Vec::new(),
             direct_failed: Vec::new(),
             backlog: VecDeque::new(),
+            cq_overflows: 0,
             op_cqes: Vec::new(),
             bgids: BgidPool::default(),
         };
@@ -208,6 +212,9 @@ impl UringDriver {
     }
 
     fn reap(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
+        if self.ring.cq_overflowed() {
+            self.cq_overflows += 1;
+        }
         let mut rearm = false;
         let failed = &mut self.failed_doorbells;
         let (direct_in, direct_failed) = (&mut self.direct_in, &mut self.direct_failed);
@@ -278,6 +285,11 @@ impl UringDriver {
         self.ring.submitter().unregister_buf_ring(bgid)?;
         self.bgids.give_back(bgid);
         Ok(())
+    }
+
+    /// Reaps that found the CQ overflowed, since the last call.
+    pub(crate) fn take_cq_overflows(&mut self) -> u64 {
+        std::mem::take(&mut self.cq_overflows)
     }
 
     pub(crate) fn has_failed_doorbells(&self) -> bool {

@@ -272,6 +272,13 @@ impl Ring {
         n
     }
 
+    /// The kernel holds completions back for lack of room in the CQ
+    /// (`IORING_SQ_CQ_OVERFLOW`; kept, with `IORING_FEAT_NODROP`, and
+    /// flushed by the next enter).
+    pub(crate) fn cq_overflowed(&mut self) -> bool {
+        self.uring.submission().cq_overflow()
+    }
+
     /// True when at least one CQE is ready to reap.
     pub(crate) fn has_completions(&mut self) -> bool {
         !self.uring.completion().is_empty()
