@@ -103,7 +103,7 @@ pub use runtime::{
     RuntimeBuilder, RuntimeHandle,
 };
 pub use shard_id::ShardId;
-pub use stats::{CounterTotals, RingFeatures, RuntimeStats, ShardStats};
+pub use stats::{CounterTotals, RingFeatures, RuntimeStats, ShardStats, POLL_TIME_BUCKETS};
 pub use sync::{CancellationToken, TaskGroup, TaskGroupJoinHandle};
 pub use task::{yield_now, JoinError, JoinHandle, TaskPlacement, YieldNow};
 pub use time::{

@@ -250,3 +250,31 @@ fn time_spent_parked_is_counted() {
         );
     }
 }
+
+#[test]
+fn poll_times_are_sampled_into_power_of_two_buckets() {
+    let rt = common::runtime(1);
+    let h = rt.handle();
+    // 640 polls of about 200 µs: one in 64 is timed, so about ten land in
+    // the bucket below 256 µs (some a bucket above, if preempted).
+    let task = h
+        .spawn_pinned(0, async {
+            for _ in 0..640 {
+                let start = std::time::Instant::now();
+                while start.elapsed() < std::time::Duration::from_micros(200) {
+                    std::hint::spin_loop();
+                }
+                common::yield_now().await;
+            }
+        })
+        .unwrap();
+    block_on(task).unwrap();
+    let stats = h.stats_snapshot();
+    let buckets = stats.shards[0].poll_time_buckets;
+    assert_eq!(buckets.len(), spargio::POLL_TIME_BUCKETS);
+    let sampled: u64 = buckets.iter().sum();
+    assert!(sampled >= 9, "{buckets:?}");
+    let long: u64 = buckets[8..].iter().sum();
+    assert!(long >= 9, "polls of 200 µs sampled as shorter: {buckets:?}");
+    assert!(stats.shards[0].poll_time_sum_ns >= 9 * 200_000);
+}

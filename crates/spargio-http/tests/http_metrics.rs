@@ -101,6 +101,17 @@ fn the_exposition_parses_with_prometheus_client() {
         Some("io_uring" | "epoll")
     ));
     assert_eq!(families["spargio_stalls"]["type"], "counter");
+    // The sampled poll-time histogram: cumulative buckets per shard, the
+    // parser checked `+Inf` against `_count`.
+    let hist = &families["spargio_poll_time_seconds"];
+    assert_eq!(hist["type"], "histogram");
+    let buckets = hist["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s[0] == "spargio_poll_time_seconds_bucket")
+        .count();
+    assert_eq!(buckets, 2 * spargio::POLL_TIME_BUCKETS);
     assert_eq!(families["spargio_blocking_stalls"]["samples"][0][2], 0.0);
     server.stop().unwrap();
 }

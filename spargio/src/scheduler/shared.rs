@@ -45,6 +45,8 @@ pub(crate) struct ShardShared {
     pub(crate) ops: OpTable,
     /// Messages from outside the runtime queued and not yet consumed.
     pub(crate) external_msgs: AtomicUsize,
+    /// Sampled poll durations (`stats/histogram.rs`).
+    pub(crate) poll_times: crate::stats::PollTimes,
     /// When the shard's current park began (precise ns; 0 while not
     /// parked): stats count a park still going on.
     pub(crate) parked_since: AtomicU64,
@@ -71,6 +73,7 @@ impl ShardShared {
             external_msgs: AtomicUsize::new(0),
             direct_msgs: AtomicUsize::new(0),
             parked_since: AtomicU64::new(0),
+            poll_times: crate::stats::PollTimes::default(),
             features: OnceLock::new(),
             timers: ShardTimers::new(),
         }
@@ -258,6 +261,12 @@ impl Shared {
                 pending_native_ops: shard.ops.pending(),
                 ring: shard.features.get().copied().unwrap_or_default(),
                 ..ShardStats::default()
+            };
+            let (poll_time_buckets, poll_time_sum_ns) = shard.poll_times.snapshot();
+            let view = ShardStats {
+                poll_time_buckets,
+                poll_time_sum_ns,
+                ..view
             };
             stats.push_shard(&shard.counters, view);
             // A park still going on counts up to now.

@@ -72,6 +72,8 @@ pub(crate) struct Worker {
     pub(super) coalesced_out: RefCell<Vec<super::coalesce::PendingSum>>,
     pub(super) steal: RefCell<StealState>,
     in_poll: Cell<bool>,
+    /// Counts polls down to the next timed one (`stats/histogram.rs`).
+    poll_sample: Cell<u32>,
     /// The CQ overflow warning went out (once per shard).
     pub(super) cq_overflow_warned: Cell<bool>,
     /// The coarse time at the end of the last poll (the next poll's start,
@@ -108,6 +110,7 @@ impl Worker {
             coalesced_out: RefCell::new(Vec::new()),
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
+            poll_sample: Cell::new(1),
             cq_overflow_warned: Cell::new(false),
             poll_clock: Cell::new(0),
             spin: AdaptiveSpin::new(shared.config.spin_before_park),
@@ -317,9 +320,19 @@ impl Worker {
             sink.slot(self.id)
                 .begin(meta.location, task, self.poll_clock.get());
         }
+        let sample = self.poll_sample.get() - 1;
+        self.poll_sample.set(if sample == 0 {
+            crate::stats::SAMPLE_EVERY
+        } else {
+            sample
+        });
+        let timed = (sample == 0).then(Instant::now);
         // The harness turns a panic in `poll` into the task's output; this
         // catches one from a destructor run by the poll.
         let res = catch_unwind(AssertUnwindSafe(|| r.run()));
+        if let Some(t) = timed {
+            self.me().poll_times.record(t.elapsed());
+        }
         if let Some(sink) = stall {
             let (stalled, now) = sink.slot(self.id).end(self.id, sink);
             self.poll_clock.set(now);

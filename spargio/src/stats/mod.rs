@@ -8,7 +8,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod histogram;
 mod prometheus;
+
+pub use histogram::POLL_TIME_BUCKETS;
+pub(crate) use histogram::{PollTimes, SAMPLE_EVERY};
 
 /// Ring features one shard obtained at setup.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -214,6 +218,12 @@ pub struct ShardStats {
     /// Timer slots the wheel's storage holds (it shrinks back after a
     /// storm of timers is gone).
     pub timer_capacity: usize,
+    /// Sampled poll durations (one poll in 64 is timed): bucket `i` counts
+    /// polls shorter than 2^i µs (and at least 2^(i-1)), the last one the
+    /// rest (about a second and longer).
+    pub poll_time_buckets: [u64; POLL_TIME_BUCKETS],
+    /// The sum of the sampled poll durations, in ns.
+    pub poll_time_sum_ns: u64,
 }
 
 /// A snapshot of the runtime's counters, from

@@ -8,6 +8,7 @@
 
 use std::fmt::Write;
 
+use super::histogram::bucket_bound;
 use super::{RuntimeStats, ShardStats};
 
 /// One metric family: its header, then samples.
@@ -136,6 +137,31 @@ impl RuntimeStats {
                 f.sample(&metric, &format!("shard=\"{shard}\""), v[i]);
             }
         }
+        {
+            let name = "spargio_poll_time_seconds";
+            let mut f = Family::new(
+                &mut out,
+                name,
+                "histogram",
+                "Task poll durations, sampled (one poll in 64 is timed).",
+            );
+            for (shard, stats) in self.shards.iter().enumerate() {
+                let mut cumulative = 0;
+                for (i, n) in stats.poll_time_buckets.iter().enumerate() {
+                    cumulative += n;
+                    let le = match bucket_bound(i) {
+                        Some(bound) => format!("{}", bound.as_secs_f64()),
+                        None => "+Inf".to_string(),
+                    };
+                    let labels = format!("shard=\"{shard}\",le=\"{le}\"");
+                    f.sample(&format!("{name}_bucket"), &labels, cumulative);
+                }
+                let labels = format!("shard=\"{shard}\"");
+                let sum = stats.poll_time_sum_ns as f64 / 1e9;
+                f.sample(&format!("{name}_sum"), &labels, sum);
+                f.sample(&format!("{name}_count"), &labels, cumulative);
+            }
+        }
         for (name, help, read) in SHARD_GAUGES {
             let mut f = Family::new(&mut out, name, "gauge", help);
             for (shard, stats) in self.shards.iter().enumerate() {
@@ -204,15 +230,20 @@ mod tests {
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {
                 let (name, kind) = rest.split_once(' ').unwrap();
-                assert!(matches!(kind, "counter" | "gauge"), "{line}");
+                assert!(matches!(kind, "counter" | "gauge" | "histogram"), "{line}");
                 assert!(typed.insert(name.to_string()), "{name} typed twice");
             } else if line.starts_with("# HELP ") {
                 continue;
             } else {
-                let name = line.split(['{', ' ']).next().unwrap();
+                let sample = line.split(['{', ' ']).next().unwrap();
+                let name = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| sample.strip_suffix(s))
+                    .filter(|n| typed.contains(*n))
+                    .unwrap_or(sample);
                 assert!(typed.contains(name), "sample before its TYPE: {line}");
                 let value = line.rsplit(' ').next().unwrap();
-                assert!(value.parse::<u64>().is_ok(), "{line}");
+                assert!(value.parse::<f64>().is_ok(), "{line}");
                 assert!(
                     name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
                     "{name}"
