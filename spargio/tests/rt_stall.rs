@@ -25,6 +25,32 @@ fn reports(seen: &Arc<Mutex<Vec<StallReport>>>) -> Vec<StallReport> {
     seen.lock().unwrap().clone()
 }
 
+/// A shard stall report's fields.
+struct ShardStall {
+    shard: usize,
+    duration: Duration,
+    spawned_at: &'static std::panic::Location<'static>,
+    ongoing: bool,
+}
+
+/// The one report in `seen`, which must be a shard stall.
+fn the_shard_stall(seen: &Arc<Mutex<Vec<StallReport>>>) -> ShardStall {
+    match &reports(seen)[..] {
+        [StallReport::Shard {
+            shard,
+            duration,
+            spawned_at,
+            ongoing,
+        }] => ShardStall {
+            shard: *shard,
+            duration: *duration,
+            spawned_at,
+            ongoing: *ongoing,
+        },
+        other => panic!("not one shard stall: {other:?}"),
+    }
+}
+
 #[test]
 fn a_blocking_poll_is_reported_once_with_its_spawn_location_and_duration() {
     common::within_hang_bound(|| {
@@ -37,24 +63,17 @@ fn a_blocking_poll_is_reported_once_with_its_spawn_location_and_duration() {
         // The report goes out on the watcher's next round after the poll
         // ends; dropping the runtime stops the watcher after that round.
         drop(rt);
-        let got = reports(&seen);
-        assert_eq!(got.len(), 1, "{got:?}");
-        match &got[0] {
-            StallReport::Shard {
-                shard,
-                duration,
-                spawned_at,
-                ongoing,
-            } => {
-                assert_eq!(*shard, 1);
-                assert!(*duration >= Duration::from_millis(300), "{duration:?}");
-                assert_eq!(spawned_at.file(), file!());
-                assert_eq!(spawned_at.line(), line);
-                assert!(!ongoing);
-            }
-            other => panic!("not a shard stall: {other:?}"),
-        }
-        let text = got[0].to_string();
+        let stall = the_shard_stall(&seen);
+        assert_eq!(stall.shard, 1);
+        assert!(
+            stall.duration >= Duration::from_millis(300),
+            "{:?}",
+            stall.duration
+        );
+        assert_eq!(stall.spawned_at.file(), file!());
+        assert_eq!(stall.spawned_at.line(), line);
+        assert!(!stall.ongoing);
+        let text = reports(&seen)[0].to_string();
         assert!(text.contains("rt_stall.rs"), "{text}");
     });
 }
@@ -70,18 +89,18 @@ fn the_report_waits_for_the_end_of_the_stall_unless_it_goes_on() {
         let task = h.spawn_pinned(0, async { std::thread::sleep(Duration::from_millis(1500)) });
         spargio::block_on(task.unwrap()).unwrap();
         drop(rt);
-        let got = reports(&seen);
-        assert_eq!(got.len(), 1, "{got:?}");
-        match &got[0] {
-            StallReport::Shard {
-                duration, ongoing, ..
-            } => {
-                assert!(*ongoing);
-                assert!(*duration >= Duration::from_secs(1), "{duration:?}");
-                assert!(*duration < Duration::from_millis(1500), "{duration:?}");
-            }
-            other => panic!("not a shard stall: {other:?}"),
-        }
+        let stall = the_shard_stall(&seen);
+        assert!(stall.ongoing);
+        assert!(
+            stall.duration >= Duration::from_secs(1),
+            "{:?}",
+            stall.duration
+        );
+        assert!(
+            stall.duration < Duration::from_millis(1500),
+            "{:?}",
+            stall.duration
+        );
     });
 }
 
@@ -99,12 +118,13 @@ fn a_short_stall_after_a_long_rest_is_still_reported() {
             .unwrap();
         spargio::block_on(task).unwrap();
         drop(rt);
-        match &reports(&seen)[..] {
-            [StallReport::Shard {
-                shard: 0, duration, ..
-            }] => assert!(*duration >= Duration::from_millis(150), "{duration:?}"),
-            other => panic!("{other:?}"),
-        }
+        let stall = the_shard_stall(&seen);
+        assert_eq!(stall.shard, 0);
+        assert!(
+            stall.duration >= Duration::from_millis(150),
+            "{:?}",
+            stall.duration
+        );
     });
 }
 
@@ -209,6 +229,58 @@ fn a_panicking_callback_costs_its_report_only() {
         assert_eq!(h.stats_snapshot().totals.stalls, 2);
         drop(rt);
         assert_eq!(*calls.lock().unwrap(), 2);
+    });
+}
+
+#[test]
+fn reports_beyond_the_queue_bound_are_dropped_and_counted() {
+    common::within_hang_bound(|| {
+        // The callback holds the watcher on the first report; meanwhile
+        // the shard queues the rest, up to 64.
+        let release = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let delivered = Arc::new(Mutex::new(0usize));
+        let (gate, count) = (release.clone(), delivered.clone());
+        let rt = Runtime::builder()
+            .shards(1)
+            .stall_threshold(Some(Duration::from_millis(10)))
+            .on_stall(move |_| {
+                *count.lock().unwrap() += 1;
+                let (lock, cond) = &*gate;
+                let mut open = lock.lock().unwrap();
+                while !*open {
+                    open = cond.wait(open).unwrap();
+                }
+            })
+            .build()
+            .unwrap();
+        let h = rt.handle();
+        // At most 64 wait in the queue, and the watcher takes at most
+        // that many at once before it blocks in the callback: past 128,
+        // reports are dropped.
+        const STALLS: usize = 150;
+        for _ in 0..STALLS {
+            let task = h.spawn_pinned(0, async { std::thread::sleep(Duration::from_millis(15)) });
+            spargio::block_on(task.unwrap()).unwrap();
+        }
+        {
+            let (lock, cond) = &*release;
+            *lock.lock().unwrap() = true;
+            cond.notify_all();
+        }
+        // After the drop: a task's last poll may still be ending (and
+        // counting) when its JoinHandle wakes this thread.
+        drop(rt);
+        let stats = h.stats_snapshot();
+        // Each poll ran well past the threshold (the coarse clock the shard
+        // checks it with moves in ticks of a few ms).
+        assert_eq!(stats.totals.stalls, STALLS as u64);
+        assert!(
+            stats.stall_reports_dropped >= (STALLS - 128) as u64,
+            "{stats:?}"
+        );
+        // Every stall was either delivered or counted as dropped.
+        let dropped = stats.stall_reports_dropped as usize;
+        assert_eq!(*delivered.lock().unwrap() + dropped, STALLS);
     });
 }
 

@@ -52,6 +52,8 @@ mod watcher;
 
 pub use dump::{TaskDump, TaskSnapshot, TaskSnapshotKind};
 
+pub(crate) use crate::time::clock::{coarse_ns, precise_ns};
+
 pub(crate) use sink::Sink;
 pub(crate) use watcher::Watcher;
 
@@ -149,25 +151,4 @@ impl fmt::Debug for StallConfig {
 /// tasks; a slot is reused after its task ends).
 pub(crate) fn task_id(home: ShardId, key: usize) -> u64 {
     ((home as u64) << 32) | key as u64
-}
-
-/// `CLOCK_MONOTONIC_COARSE` in ns (never 0: 0 means "not in a poll").
-pub(crate) fn coarse_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC_COARSE).max(1)
-}
-
-/// `CLOCK_MONOTONIC` in ns.
-pub(crate) fn precise_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec, and both clocks exist on
-    // every kernel spargio runs on.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

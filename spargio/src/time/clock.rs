@@ -19,14 +19,28 @@ pub(crate) struct Clock {
 /// `CLOCK_MONOTONIC_COARSE` in ms: a vDSO read of the kernel's last
 /// timekeeping update, no hardware clock read.
 fn coarse_ms() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE) / 1_000_000
+}
+
+/// `CLOCK_MONOTONIC_COARSE` in ns (never 0, so 0 can mean "unset").
+pub(crate) fn coarse_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC_COARSE).max(1)
+}
+
+/// `CLOCK_MONOTONIC` in ns (`Instant`'s clock, as a plain number).
+pub(crate) fn precise_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC_COARSE
-    // exists on every kernel spargio runs on (2.6.32+).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+    // SAFETY: `ts` is a valid, writable timespec; both clocks the callers
+    // pass exist on every kernel spargio runs on (2.6.32+).
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl Clock {

@@ -17,7 +17,7 @@
 //!
 //! [`RuntimeHandle::sleep`]: crate::RuntimeHandle::sleep
 
-mod clock;
+pub(crate) mod clock;
 mod interval;
 mod sleep;
 mod timeout;
