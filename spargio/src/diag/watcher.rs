@@ -8,10 +8,11 @@
 //! on an idle shard, so no task waits for it.
 //!
 //! The thread holds only weak references to the sink and the blocking
-//! pool: a runtime's drop does not wait for it. The drop stops it and
-//! delivers whatever reports are still queued on the dropping thread, so
-//! every report is out when the drop returns; the thread ends on its own
-//! moments later.
+//! pool: a runtime's drop does not join it. The drop stops it, waits for
+//! a batch of reports it is delivering, and delivers whatever is still
+//! queued on the dropping thread, so every report is out when the drop
+//! returns (a callback that never returns holds the drop too); the thread
+//! ends on its own moments later.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,6 +53,7 @@ impl Watcher {
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
             name: format!("{}-watch", shared.config.thread_name),
+            delivering: Mutex::new(()),
         });
         sink.set_launcher(Arc::downgrade(&state));
         Some(Watcher { state })
@@ -80,6 +82,9 @@ pub(crate) struct State {
     stop: AtomicBool,
     thread: Mutex<Option<thread::Thread>>,
     name: String,
+    /// Held while reports are delivered: the runtime's drop waits for a
+    /// batch the thread is delivering before it delivers the rest.
+    delivering: Mutex<()>,
 }
 
 impl std::fmt::Debug for State {
@@ -172,6 +177,7 @@ impl State {
 
     /// Delivers the queued reports.
     fn deliver(&self) {
+        let _one_at_a_time = self.delivering.lock().unwrap_or_else(|p| p.into_inner());
         let Some(sink) = self.sink.upgrade() else {
             return;
         };

@@ -441,8 +441,10 @@ impl RuntimeBuilder {
 
     /// Where the stall detector's reports go (see
     /// [`stall_threshold`](Self::stall_threshold)): `callback` runs on the
-    /// watcher thread; a panic in it costs that report only. Default: the
-    /// `log` crate.
+    /// watcher thread; a panic in it costs that report only. The runtime's
+    /// drop delivers the last reports and waits for one being delivered,
+    /// so a callback that never returns holds the drop. Default: the `log`
+    /// crate.
     pub fn on_stall(mut self, callback: impl Fn(&StallReport) + Send + Sync + 'static) -> Self {
         self.stall.callback = Some(Arc::new(callback));
         self
