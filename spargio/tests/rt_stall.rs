@@ -256,7 +256,9 @@ fn reports_beyond_the_queue_bound_are_dropped_and_counted() {
         let h = rt.handle();
         // At most 64 wait in the queue, and the watcher takes at most
         // that many at once before it blocks in the callback: past 128,
-        // reports are dropped.
+        // reports are dropped (but one more: the last task's poll may end,
+        // and report, after its JoinHandle woke this thread and the
+        // callback was released, into an emptied queue).
         const STALLS: usize = 150;
         for _ in 0..STALLS {
             let task = h.spawn_pinned(0, async { std::thread::sleep(Duration::from_millis(15)) });
@@ -275,7 +277,7 @@ fn reports_beyond_the_queue_bound_are_dropped_and_counted() {
         // checks it with moves in ticks of a few ms).
         assert_eq!(stats.totals.stalls, STALLS as u64);
         assert!(
-            stats.stall_reports_dropped >= (STALLS - 128) as u64,
+            stats.stall_reports_dropped >= (STALLS - 129) as u64,
             "{stats:?}"
         );
         // Every stall was either delivered or counted as dropped.
