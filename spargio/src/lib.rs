@@ -79,7 +79,7 @@ pub mod sync;
 mod task;
 pub mod time;
 
-pub use diag::{StallReport, TaskDump, TaskSnapshot, TaskSnapshotKind};
+pub use diag::{StallReport, TaskDump, TaskSnapshot, TaskSnapshotKind, TaskState};
 pub use error::{RuntimeError, SendError};
 #[cfg(feature = "macros")]
 pub use spargio_macros::{main, test};

@@ -1,6 +1,7 @@
 //! Task dumps (issue 24): every live task with its home shard, kind and
 //! spawn location, counts per location, the task a shard is polling, and
-//! the shards keep running while a dump walks a thousand tasks.
+//! the shards keep running while a dump walks a thousand tasks, and each
+//! task's state (scheduled, running, idle) with the stall detector off.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use spargio::{CancellationToken, TaskPlacement, TaskSnapshotKind};
+use spargio::{CancellationToken, Runtime, TaskPlacement, TaskSnapshotKind, TaskState};
 
 #[test]
 fn a_dump_lists_every_live_task_with_its_shard_kind_and_location() {
@@ -164,5 +165,92 @@ fn the_shards_keep_running_while_dumps_walk_a_thousand_tasks() {
         for j in idle.into_iter().chain(busy) {
             spargio::block_on(j).unwrap();
         }
+    });
+}
+
+#[test]
+fn a_dump_tells_scheduled_running_and_idle_tasks_apart() {
+    common::within_hang_bound(|| {
+        // The detector off: the states must not depend on it.
+        let rt = Runtime::builder()
+            .shards(2)
+            .stall_threshold(None)
+            .build()
+            .unwrap();
+        let h = rt.handle();
+        let stop = CancellationToken::new();
+        let polled = Arc::new(AtomicU64::new(0));
+        // Idle on shard 0, and one on shard 1 to be woken later: each has
+        // been polled once and waits for its token.
+        let wait = |shard, token: CancellationToken| {
+            let polled = polled.clone();
+            h.spawn_pinned(shard, async move {
+                polled.fetch_add(1, Ordering::AcqRel);
+                token.cancelled().await;
+            })
+            .unwrap()
+        };
+        let idle = wait(0, stop.clone());
+        let wake_me = CancellationToken::new();
+        let woken = wait(1, wake_me.clone());
+        while polled.load(Ordering::Acquire) < 2 {
+            std::thread::yield_now();
+        }
+        // Shard 1 held inside one poll until released.
+        let inside = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let (flag, gate) = (inside.clone(), release.clone());
+        // Releases the shard however the test ends.
+        struct Release(Arc<AtomicBool>);
+        impl Drop for Release {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Release);
+            }
+        }
+        let _release = Release(release.clone());
+        let busy_line = line!() + 1;
+        let busy = h.spawn_pinned(1, async move {
+            flag.store(true, Ordering::Release);
+            while !gate.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+        });
+        let busy = busy.unwrap();
+        while !inside.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        // Queued behind the busy poll: a new task, and the woken one.
+        let queued_line = line!() + 1;
+        let queued = h.spawn_pinned(1, async {}).unwrap();
+        wake_me.cancel();
+
+        let dump = h.dump_tasks();
+        let state_at = |line: u32| {
+            dump.tasks
+                .iter()
+                .find(|t| t.spawned_at.line() == line)
+                .map(|t| t.state)
+        };
+        assert_eq!(state_at(busy_line), Some(TaskState::Running), "{dump}");
+        assert_eq!(state_at(queued_line), Some(TaskState::Scheduled), "{dump}");
+        // The two waiters share a spawn line: the idle one is on shard 0,
+        // the woken one on shard 1.
+        let waiter_on = |home: usize| {
+            dump.tasks
+                .iter()
+                .find(|t| t.spawned_at.line() < busy_line && t.home == home)
+                .map(|t| t.state)
+        };
+        assert_eq!(waiter_on(0), Some(TaskState::Idle), "{dump}");
+        assert_eq!(waiter_on(1), Some(TaskState::Scheduled), "{dump}");
+        assert!(dump.to_string().contains("running"), "{dump}");
+
+        release.store(true, Ordering::Release);
+        stop.cancel();
+        for j in [idle, woken, busy, queued] {
+            spargio::block_on(j).unwrap();
+        }
+        // Back to rest: nothing is left scheduled or running.
+        assert!(h.dump_tasks().tasks.is_empty());
     });
 }

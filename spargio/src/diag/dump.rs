@@ -5,8 +5,10 @@
 //! spawn time (a coarse clock read at spawn). A dump walks the registries
 //! one at a time under their locks: spawns and task ends on that shard
 //! wait for the walk (microseconds per thousand tasks), polls never do.
-//! Whether a task is being polled right now comes from the shards' poll
-//! slots (the stall detector's; without the detector it is unknown).
+//! Each task's state (scheduled, running, idle) is read from two counters
+//! in its header (`task/run_state.rs`); which shard is polling a running
+//! task comes from the shards' poll slots (the stall detector's; without
+//! the detector it is unknown).
 
 use std::fmt;
 use std::panic::Location;
@@ -33,6 +35,18 @@ pub enum TaskSnapshotKind {
     Blocking,
 }
 
+/// Where a live task stands, in a [`TaskSnapshot`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TaskState {
+    /// Queued to run: woken (or just spawned) and not yet polled since.
+    Scheduled,
+    /// Being polled right now.
+    Running,
+    /// Waiting for a waker: polled, returned `Pending`, not woken since.
+    Idle,
+}
+
 /// One live task in a [`TaskDump`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -46,8 +60,10 @@ pub struct TaskSnapshot {
     /// The shard it is registered on: where a pinned or local task runs,
     /// where a stealable one was queued first (it may run elsewhere).
     pub home: ShardId,
+    /// Scheduled, running or idle at the moment of the dump.
+    pub state: TaskState,
     /// The shard polling it at the moment of the dump, if one was (known
-    /// only with the stall detector on).
+    /// only with the stall detector on; `state` is known without).
     pub running_on: Option<ShardId>,
     /// Time since it was spawned (coarse: a few ms).
     pub age: Duration,
@@ -89,13 +105,15 @@ impl fmt::Display for TaskDump {
             writeln!(f, "{n:>8}  {loc}")?;
         }
         for t in &self.tasks {
-            let running = match t.running_on {
-                Some(shard) => format!(", running on shard {shard}"),
-                None => String::new(),
+            let state = match (t.state, t.running_on) {
+                (TaskState::Running, Some(shard)) => format!("running on shard {shard}"),
+                (TaskState::Running, None) => "running".to_string(),
+                (TaskState::Scheduled, _) => "scheduled".to_string(),
+                (TaskState::Idle, _) => "idle".to_string(),
             };
             writeln!(
                 f,
-                "task {:#x}: {:?} on shard {}, spawned at {} {:?} ago{running}",
+                "task {:#x}: {:?} on shard {}, {state}, spawned at {} {:?} ago",
                 t.id, t.kind, t.home, t.spawned_at, t.age
             )?;
         }
@@ -114,7 +132,7 @@ impl Shared {
         let mut tasks = Vec::new();
         for (home, shard) in self.shards.iter().enumerate() {
             shard.registry.each(|key, entry| {
-                let info = entry.info;
+                let info = entry.info();
                 let id = task_id(home, key);
                 let kind = match info.kind {
                     TaskKind::Blocking => TaskSnapshotKind::Blocking,
@@ -127,6 +145,7 @@ impl Shared {
                     spawned_at: info.location,
                     kind,
                     home,
+                    state: entry.state(),
                     running_on: running.iter().position(|r| *r == Some(id)),
                     age: Duration::from_nanos(now.saturating_sub(info.born)),
                 });

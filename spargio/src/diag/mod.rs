@@ -50,7 +50,7 @@ mod sink;
 mod slot;
 mod watcher;
 
-pub use dump::{TaskDump, TaskSnapshot, TaskSnapshotKind};
+pub use dump::{TaskDump, TaskSnapshot, TaskSnapshotKind, TaskState};
 
 pub(crate) use crate::time::clock::{coarse_ns, precise_ns};
 

@@ -19,6 +19,7 @@ use crate::task::spawn::Runnable;
 /// Anywhere else: pinned tasks go to their shard's inbox, stealable tasks
 /// are steered.
 pub(crate) fn schedule(runnable: Runnable, info: ScheduleInfo) {
+    runnable.metadata().run_state.scheduled();
     let leftover = context::with_worker(|worker| match worker {
         Some(w) if Arc::ptr_eq(&w.shared, &runnable.metadata().shared) => {
             w.schedule(runnable, info.woken_while_running);

@@ -37,7 +37,7 @@ use crate::stats::Counters;
 impl Worker {
     pub(super) fn shutdown(&self) {
         for entry in self.me().registry.close() {
-            entry.waker.wake();
+            entry.wake();
         }
         let mut doomed = Vec::new();
         loop {
@@ -57,7 +57,7 @@ impl Worker {
             }
             if !dropped_any {
                 for entry in self.me().registry.live() {
-                    entry.waker.wake();
+                    entry.wake();
                 }
                 self.nap();
             }
@@ -74,7 +74,7 @@ impl Worker {
     /// (never freeing) what operations still in the ring hold.
     pub(super) fn shutdown_without_ring(&self) {
         for entry in self.me().registry.close() {
-            let _ = catch_unwind(AssertUnwindSafe(|| entry.waker.wake()));
+            let _ = catch_unwind(AssertUnwindSafe(|| entry.wake()));
         }
         let mut doomed = Vec::new();
         loop {
@@ -92,7 +92,7 @@ impl Worker {
             }
             if !dropped_any {
                 for entry in self.me().registry.live() {
-                    let _ = catch_unwind(AssertUnwindSafe(|| entry.waker.wake()));
+                    let _ = catch_unwind(AssertUnwindSafe(|| entry.wake()));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }

@@ -32,6 +32,18 @@ impl<F: Future> Future for Harness<'_, F> {
     type Output = Result<F::Output, Panic>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let meta = self.meta;
+        let seen = meta.run_state.poll_started();
+        let out = self.poll_inner(cx);
+        meta.run_state.poll_ended(seen);
+        out
+    }
+}
+
+impl<F: Future> Harness<'_, F> {
+    /// The poll proper: the future's, unless the task was aborted; a panic
+    /// becomes the output.
+    fn poll_inner(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<F::Output, Panic>> {
         // An abort that raced with this poll's scheduling (the flag was set
         // after the scheduler checked it, and the abort's wake found the
         // task already scheduled, so it was absorbed): do not poll the

@@ -4,6 +4,7 @@ use std::panic::Location;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use super::run_state::RunState;
 use crate::scheduler::Shared;
 use crate::shard_id::ShardId;
 
@@ -27,6 +28,8 @@ pub(crate) struct TaskMeta {
     pub(crate) key: usize,
     /// Where the task was spawned (`#[track_caller]` on the spawn paths).
     pub(crate) location: &'static Location<'static>,
+    /// Scheduled, running or idle, for task dumps.
+    pub(crate) run_state: RunState,
     aborted: AtomicBool,
 }
 
@@ -55,6 +58,7 @@ impl TaskMeta {
             home,
             key,
             location,
+            run_state: RunState::default(),
             aborted: AtomicBool::new(false),
         }
     }
@@ -65,7 +69,7 @@ impl TaskMeta {
         // Release pairs with the Acquire in `is_aborted` on the running shard.
         if !self.aborted.swap(true, Ordering::Release) {
             if let Some(entry) = self.shared.shards[self.home].registry.waker(self.key) {
-                entry.waker.wake();
+                entry.wake();
             }
         }
     }

@@ -19,6 +19,7 @@ mod join;
 pub(crate) mod meta;
 mod placement;
 pub(crate) mod registry;
+pub(crate) mod run_state;
 pub(crate) mod spawn;
 mod yield_now;
 

@@ -15,18 +15,67 @@
 
 #[cfg(loom)]
 use loom::sync::{Mutex, MutexGuard};
+use std::ptr::NonNull;
 #[cfg(not(loom))]
 use std::sync::{Mutex, MutexGuard};
 use std::task::Waker;
 
 use slab::Slab;
 
+use super::run_state::RunState;
+use super::spawn::Runnable;
+use crate::diag::TaskState;
+
 /// What the registry keeps per live task: its waker (shutdown and abort
-/// wake it) and what a task dump shows of it.
+/// wake it), what a task dump shows of it, and where its run state lives.
 #[derive(Clone, Debug)]
 pub(crate) struct TaskEntry {
-    pub(crate) waker: Waker,
-    pub(crate) info: TaskInfo,
+    waker: Waker,
+    info: TaskInfo,
+    state: StatePtr,
+}
+
+/// The task's [`RunState`], in its allocation's header.
+#[derive(Clone, Copy, Debug)]
+struct StatePtr(NonNull<RunState>);
+
+// SAFETY: `StatePtr` is only dereferenced by `TaskEntry::state` for a
+// shared reference to atomics (`RunState` is `Sync`), from any thread.
+unsafe impl Send for StatePtr {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for StatePtr {}
+
+impl TaskEntry {
+    /// The entry for the task `runnable` runs: its waker and its run state
+    /// come from the same task, which is what makes [`TaskEntry::state`]
+    /// sound.
+    pub(crate) fn new(runnable: &Runnable, info: TaskInfo) -> TaskEntry {
+        TaskEntry {
+            waker: runnable.waker(),
+            info,
+            state: StatePtr(NonNull::from(&runnable.metadata().run_state)),
+        }
+    }
+
+    /// Wakes the task.
+    pub(crate) fn wake(self) {
+        self.waker.wake();
+    }
+
+    pub(crate) fn info(&self) -> TaskInfo {
+        self.info
+    }
+
+    /// Scheduled, running or idle.
+    pub(crate) fn state(&self) -> TaskState {
+        // SAFETY: the run state lives in the header of the task allocation
+        // that `self.waker` references (`new` takes both from one
+        // runnable, and the fields are private to this module). A waker
+        // holds a reference count on that allocation, and async-task frees
+        // the header only when the last reference is gone, so the pointer
+        // is valid for as long as `self` is.
+        unsafe { self.state.0.as_ref() }.get()
+    }
 }
 
 /// A task's identity for dumps (`dump.rs`).

@@ -74,15 +74,13 @@ where
                     WithInfo(scheduler::schedule),
                 )
             };
-            let entry = TaskEntry {
-                waker: runnable.waker(),
-                info: TaskInfo {
-                    location,
-                    kind,
-                    local,
-                    born: crate::diag::coarse_ns(),
-                },
+            let info = TaskInfo {
+                location,
+                kind,
+                local,
+                born: crate::diag::coarse_ns(),
             };
+            let entry = TaskEntry::new(&runnable, info);
             ((runnable, task), entry)
         })
         .ok_or(RuntimeError::Shutdown)?;
