@@ -177,6 +177,11 @@ fn a_full_submission_queue_loses_nothing() {
         faults::refuse_pushes(300);
         workload(&rt, &path);
         assert!(faults::left().2 < 300, "no push was refused");
+        // Counted: each refusal as a full queue, and the operations that
+        // then waited in the backlog.
+        let stats = rt.handle().stats_snapshot();
+        assert!(stats.sq_full > 0, "{stats:?}");
+        assert!(stats.sq_backlogged > 0, "{stats:?}");
         faults::reset();
         drop(rt);
     });

@@ -278,3 +278,52 @@ fn poll_times_are_sampled_into_power_of_two_buckets() {
     assert!(long >= 9, "polls of 200 µs sampled as shorter: {buckets:?}");
     assert!(stats.shards[0].poll_time_sum_ns >= 9 * 200_000);
 }
+
+#[test]
+fn operations_in_flight_are_counted_by_opcode() {
+    let rt = common::runtime(2);
+    let h = rt.handle();
+    let mut peers = Vec::new();
+    let mut receives = Vec::new();
+    for _ in 0..3 {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let a = spargio::net::UnixStream::from_std(&h, a).unwrap();
+        receives.push(h.spawn_stealable(async move { a.recv(16).await }).unwrap());
+        peers.push(b);
+    }
+    let h2 = h.clone();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let accept = h
+        .spawn_pinned(1, async move {
+            let listener = spargio::net::TcpListener::bind(&h2, "127.0.0.1:0")
+                .await
+                .unwrap();
+            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            listener.accept().await.map(|_| ())
+        })
+        .unwrap();
+    let addr = addr_rx.recv_timeout(common::HANG).unwrap();
+    wait_until("three receives and an accept in flight", || {
+        h.stats_snapshot().ops_in_flight() == [("recv", 3), ("accept", 1)]
+    });
+    let stats = h.stats_snapshot();
+    for shard in &stats.shards {
+        let sum: usize = shard.ops_in_flight.iter().map(|(_, n)| n).sum();
+        assert_eq!(sum, shard.pending_native_ops, "{shard:?}");
+    }
+    assert!(stats
+        .to_prometheus_text()
+        .contains("spargio_ops_in_flight{shard=\"1\",op=\"accept\"} 1"));
+
+    // Each ends as the peer acts; the counts follow.
+    let _client = std::net::TcpStream::connect(addr).unwrap();
+    block_on(accept).unwrap().unwrap();
+    for (peer, recv) in peers.iter_mut().zip(receives) {
+        use std::io::Write;
+        peer.write_all(b"x").unwrap();
+        assert_eq!(block_on(recv).unwrap().unwrap(), b"x");
+    }
+    wait_until("nothing in flight", || {
+        h.stats_snapshot().ops_in_flight().is_empty()
+    });
+}

@@ -1,4 +1,5 @@
-//! Diagnostics for operators: the stall detector.
+//! Diagnostics for operators: the stall detector, task dumps
+//! (`dump.rs`) and the runtime's events (`event.rs`).
 //!
 //! A shard runs one task poll at a time, so one poll that blocks its
 //! thread (a `std::thread::sleep`, a blocking syscall, a long computation
@@ -33,8 +34,10 @@
 //!   itself.
 //!
 //! Reports go to the builder's `on_stall` callback (on the watcher
-//! thread, panics caught) or, without one, to the `log` facade at `warn`
-//! level (target `spargio::stall`), and are counted in the stats
+//! thread, panics caught) or, without one, to a `warn` event (target
+//! `spargio::stall`) through `log`, or `tracing` with that feature
+//! (`event.rs` lists every event the runtime raises), and are counted in
+//! the stats
 //! (`stalls` per shard, `blocking_stalls`). At most 64 wait for the
 //! watcher; beyond that they are dropped and counted
 //! (`stall_reports_dropped`).
@@ -46,6 +49,7 @@
 //! from the application. The spawn location names the task instead.
 
 mod dump;
+pub(crate) mod event;
 mod sink;
 mod slot;
 mod watcher;

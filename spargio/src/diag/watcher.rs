@@ -110,7 +110,7 @@ impl State {
             .spawn(move || runs.run())
         {
             Ok(t) => *slot = Some(t.thread().clone()),
-            Err(err) => log::warn!(target: "spargio::stall", "no stall watcher thread: {err}"),
+            Err(err) => super::event::no_watcher(&err),
         }
     }
 
@@ -193,7 +193,7 @@ impl State {
         match &self.callback {
             // A panicking callback costs that report, never the watcher.
             Some(f) => drop(catch_unwind(AssertUnwindSafe(|| f(report)))),
-            None => log::warn!(target: "spargio::stall", "{report}"),
+            None => super::event::stall(report),
         }
     }
 }

@@ -58,6 +58,19 @@ use io_uring::squeue;
 use crate::shard_id::ShardId;
 
 /// One shard's driver (module docs).
+/// Signs of a ring too small for its load, counted by the driver and taken
+/// by the worker into its counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RingHealth {
+    /// Reaps that found the completion queue overflowed.
+    pub(crate) cq_overflows: u64,
+    /// Pushes that found the submission queue full (each entered the
+    /// kernel early to make room).
+    pub(crate) sq_full: u64,
+    /// Operations the kernel would not take at once, queued in the backlog.
+    pub(crate) sq_backlogged: u64,
+}
+
 #[derive(Debug)]
 pub(crate) enum Driver {
     Uring(UringDriver),
@@ -179,12 +192,12 @@ impl Driver {
         }
     }
 
-    /// Reaps that found the completion queue overflowed, since the last
-    /// call (io_uring only: epoll has no completion queue).
-    pub(crate) fn take_cq_overflows(&mut self) -> u64 {
+    /// Ring pressure since the last call (io_uring only: the epoll
+    /// backend has no queues of fixed size).
+    pub(crate) fn take_health(&mut self) -> RingHealth {
         match self {
-            Driver::Uring(d) => d.take_cq_overflows(),
-            Driver::Epoll(_) => 0,
+            Driver::Uring(d) => d.take_health(),
+            Driver::Epoll(_) => RingHealth::default(),
         }
     }
 

@@ -73,6 +73,8 @@ pub(crate) enum Phase {
 struct Entry {
     gen: u32,
     phase: Phase,
+    /// The SQE's opcode, for the in-flight counts.
+    opcode: u8,
     life: Lifecycle,
     /// Multishot operations only: completions not yet read.
     shots: Option<Box<Shots>>,
@@ -114,6 +116,25 @@ struct Inner {
     /// Shutdown gave up on the kernel: resources of operations still in
     /// the ring are leaked, never freed (see `leak_in_ring`).
     leaked: bool,
+    /// Entries per opcode (the last slot counts every opcode from
+    /// `OPCODE_SLOTS - 1` up).
+    by_opcode: [u32; OPCODE_SLOTS],
+}
+
+/// Opcodes counted one by one; the kernel's go up to about 60.
+pub(crate) const OPCODE_SLOTS: usize = 64;
+
+fn opcode_slot(opcode: u8) -> usize {
+    usize::from(opcode).min(OPCODE_SLOTS - 1)
+}
+
+impl Inner {
+    /// Frees `slot` (which must hold an entry) and uncounts its opcode.
+    fn remove(&mut self, slot: u32) -> Entry {
+        let entry = self.slots.remove(slot as usize);
+        self.by_opcode[opcode_slot(entry.opcode)] -= 1;
+        entry
+    }
 }
 
 /// Completions reaped in one batch, with the follow-up work to do outside
@@ -193,6 +214,7 @@ impl Default for OpTable {
                 next_gen: 0,
                 closed: false,
                 leaked: false,
+                by_opcode: [0; OPCODE_SLOTS],
             }),
             pending: CachePadded::new(AtomicUsize::new(0)),
         }
@@ -257,18 +279,28 @@ impl OpTable {
         self.pending.store(inner.slots.len(), Ordering::Relaxed);
     }
 
-    /// Creates an entry for a new operation. Fails once the table is closed
-    /// (the runtime is shutting down).
-    pub(crate) fn insert(&self, phase: Phase) -> io::Result<OpKey> {
-        self.insert_entry(phase, None)
+    /// Creates an entry for a new operation (its SQE's `opcode`). Fails
+    /// once the table is closed (the runtime is shutting down).
+    pub(crate) fn insert(&self, phase: Phase, opcode: u8) -> io::Result<OpKey> {
+        self.insert_entry(phase, opcode, None)
     }
 
     /// Creates an entry for a multishot operation (module docs).
-    pub(crate) fn insert_multi(&self, phase: Phase) -> io::Result<OpKey> {
-        self.insert_entry(phase, Some(Box::default()))
+    pub(crate) fn insert_multi(&self, phase: Phase, opcode: u8) -> io::Result<OpKey> {
+        self.insert_entry(phase, opcode, Some(Box::default()))
     }
 
-    fn insert_entry(&self, phase: Phase, shots: Option<Box<Shots>>) -> io::Result<OpKey> {
+    /// Operations in the table per opcode (slot docs on `Inner::by_opcode`).
+    pub(crate) fn by_opcode(&self) -> [u32; OPCODE_SLOTS] {
+        self.lock().by_opcode
+    }
+
+    fn insert_entry(
+        &self,
+        phase: Phase,
+        opcode: u8,
+        shots: Option<Box<Shots>>,
+    ) -> io::Result<OpKey> {
         let mut inner = self.lock();
         if inner.closed {
             return Err(shutdown_error());
@@ -278,9 +310,11 @@ impl OpTable {
         let slot = inner.slots.insert(Entry {
             gen,
             phase,
+            opcode,
             life: Lifecycle::Submitted,
             shots,
         });
+        inner.by_opcode[opcode_slot(opcode)] += 1;
         let slot = u32::try_from(slot).expect("more than 2^32 operations in flight");
         self.set_pending(&inner);
         Ok(OpKey { slot, gen })
@@ -306,7 +340,7 @@ impl OpTable {
         }
         match e.life {
             Lifecycle::Orphaned(_) | Lifecycle::OrphanedMulti(_) => {
-                let entry = inner.slots.remove(key.slot as usize);
+                let entry = inner.remove(key.slot);
                 self.set_pending(&inner);
                 drop(inner);
                 let keep: Keepalive = match entry.life {
@@ -341,7 +375,7 @@ impl OpTable {
         let old = match &mut entry.life {
             Lifecycle::Completed(outcome) => {
                 let outcome = *outcome;
-                inner.slots.remove(key.slot as usize);
+                inner.remove(key.slot);
                 self.set_pending(&inner);
                 return Poll::Ready(outcome);
             }
@@ -364,7 +398,7 @@ impl OpTable {
             return Orphaned::Gone(resources);
         };
         if let Lifecycle::Completed(outcome) = entry.life {
-            inner.slots.remove(key.slot as usize);
+            inner.remove(key.slot);
             self.set_pending(&inner);
             return Orphaned::Completed(resources, outcome);
         }
@@ -392,7 +426,7 @@ impl OpTable {
         let shots = entry.shots.as_mut().expect("a multishot entry");
         if let Some(outcome) = shots.queue.pop_front() {
             if shots.ended && shots.queue.is_empty() {
-                inner.slots.remove(key.slot as usize);
+                inner.remove(key.slot);
                 self.set_pending(&inner);
             }
             return Poll::Ready(outcome);
@@ -429,7 +463,7 @@ impl OpTable {
             }
         }
         let result = if shots.ended {
-            inner.slots.remove(key.slot as usize);
+            inner.remove(key.slot);
             self.set_pending(&inner);
             Some(sink)
         } else if leaked {
@@ -483,7 +517,7 @@ impl OpTable {
         match next {
             Some(life) => entry.life = life,
             None => {
-                inner.slots.remove(key.slot as usize);
+                inner.remove(key.slot);
             }
         }
         match follow_up {
@@ -502,7 +536,7 @@ impl OpTable {
                 sink.discard(result, flags, &mut out.wakers);
             }
             if last {
-                let entry = inner.slots.remove(key.slot as usize);
+                let entry = inner.remove(key.slot);
                 if let Lifecycle::OrphanedMulti(sink) = entry.life {
                     out.released.push((Box::new(sink), outcome));
                 }

@@ -30,7 +30,7 @@ fn key_round_trips_through_payload() {
 #[test]
 fn poll_then_complete_wakes_and_hands_over() {
     let table = OpTable::default();
-    let key = table.insert(Phase::InRing).unwrap();
+    let key = table.insert(Phase::InRing, 0).unwrap();
     let flag = Arc::new(Flag(AtomicBool::new(false)));
     let waker = Waker::from(flag.clone());
     let mut cx = Context::from_waker(&waker);
@@ -54,7 +54,7 @@ impl Orphan for Res {
 #[test]
 fn orphan_keeps_resources_until_the_cqe_then_reclaims_with_it() {
     let table = OpTable::default();
-    let key = table.insert(Phase::InRing).unwrap();
+    let key = table.insert(Phase::InRing, 0).unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     assert!(matches!(
         table.orphan(key, Res(log.clone())),
@@ -77,7 +77,7 @@ fn orphan_keeps_resources_until_the_cqe_then_reclaims_with_it() {
 #[test]
 fn orphan_after_completion_hands_the_outcome_back() {
     let table = OpTable::default();
-    let key = table.insert(Phase::InRing).unwrap();
+    let key = table.insert(Phase::InRing, 0).unwrap();
     let mut out = Reaped::default();
     table.complete_batch([(key, kernel(5))], &mut out);
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -91,7 +91,7 @@ fn orphan_after_completion_hands_the_outcome_back() {
 #[test]
 fn a_queued_op_orphaned_before_its_push_is_never_pushed() {
     let table = OpTable::default();
-    let key = table.insert(Phase::Queued).unwrap();
+    let key = table.insert(Phase::Queued, 0).unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     assert!(matches!(
         table.orphan(key, Res(log.clone())),
@@ -110,7 +110,7 @@ fn a_queued_op_orphaned_before_its_push_is_never_pushed() {
 #[test]
 fn a_single_shot_entry_outlives_completions_with_more() {
     let table = OpTable::default();
-    let key = table.insert(Phase::InRing).unwrap();
+    let key = table.insert(Phase::InRing, 0).unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     assert!(matches!(
         table.orphan(key, Res(log.clone())),
@@ -147,9 +147,9 @@ fn a_panicking_waker_or_reclaim_costs_only_itself() {
         }
     }
     let table = OpTable::default();
-    let a = table.insert(Phase::InRing).unwrap();
-    let b = table.insert(Phase::InRing).unwrap();
-    let c = table.insert(Phase::InRing).unwrap();
+    let a = table.insert(Phase::InRing, 0).unwrap();
+    let b = table.insert(Phase::InRing, 0).unwrap();
+    let c = table.insert(Phase::InRing, 0).unwrap();
     let boom = Waker::from(Arc::new(Boom));
     assert!(table.poll(a, &mut Context::from_waker(&boom)).is_pending());
     assert!(matches!(table.orphan(b, BoomRes), Orphaned::Kept));
@@ -166,14 +166,14 @@ fn a_panicking_waker_or_reclaim_costs_only_itself() {
 #[test]
 fn stale_generation_is_not_taken() {
     let table = OpTable::default();
-    let old = table.insert(Phase::InRing).unwrap();
+    let old = table.insert(Phase::InRing, 0).unwrap();
     let mut out = Reaped::default();
     table.complete_batch([(old, kernel(1))], &mut out);
     let flag = Arc::new(Flag(AtomicBool::new(false)));
     let waker = Waker::from(flag);
     let mut cx = Context::from_waker(&waker);
     assert_eq!(table.poll(old, &mut cx), Poll::Ready(kernel(1)));
-    let new = table.insert(Phase::InRing).unwrap();
+    let new = table.insert(Phase::InRing, 0).unwrap();
     assert_eq!(new.slot, old.slot, "slot reused");
     assert_ne!(new.gen, old.gen);
     assert!(!table.wants_cancel(old));
@@ -200,7 +200,7 @@ impl Discard for Sink {
 #[test]
 fn multishot_queues_until_the_final_completion() {
     let table = OpTable::default();
-    let key = table.insert_multi(Phase::InRing).unwrap();
+    let key = table.insert_multi(Phase::InRing, 0).unwrap();
     let flag = Arc::new(Flag(AtomicBool::new(false)));
     let waker = Waker::from(flag.clone());
     let mut cx = Context::from_waker(&waker);
@@ -225,7 +225,7 @@ fn multishot_queues_until_the_final_completion() {
 #[test]
 fn orphaned_multishot_discards_unread_and_later_completions() {
     let table = OpTable::default();
-    let key = table.insert_multi(Phase::InRing).unwrap();
+    let key = table.insert_multi(Phase::InRing, 0).unwrap();
     let mut out = Reaped::default();
     table.complete_batch([(key, shot(5))], &mut out);
     let sink = Sink::default();
@@ -240,7 +240,7 @@ fn orphaned_multishot_discards_unread_and_later_completions() {
 #[test]
 fn an_unread_multishot_is_paused_at_its_bound() {
     let table = OpTable::default();
-    let key = table.insert_multi(Phase::InRing).unwrap();
+    let key = table.insert_multi(Phase::InRing, 0).unwrap();
     let mut out = Reaped::default();
     let shots: Vec<_> = (0..MULTISHOT_QUEUE_LIMIT as i32 + 5)
         .map(|i| (key, shot(i)))
@@ -260,7 +260,7 @@ fn an_unread_multishot_is_paused_at_its_bound() {
 #[test]
 fn orphaning_an_ended_multishot_hands_the_hook_back() {
     let table = OpTable::default();
-    let key = table.insert_multi(Phase::InRing).unwrap();
+    let key = table.insert_multi(Phase::InRing, 0).unwrap();
     let mut out = Reaped::default();
     table.complete_batch([(key, shot(1)), (key, kernel(0))], &mut out);
     let sink = Sink::default();
@@ -272,7 +272,7 @@ fn orphaning_an_ended_multishot_hands_the_hook_back() {
 #[test]
 fn close_ends_a_queued_multishot() {
     let table = OpTable::default();
-    let key = table.insert_multi(Phase::Queued).unwrap();
+    let key = table.insert_multi(Phase::Queued, 0).unwrap();
     let mut out = Reaped::default();
     assert!(table.close(&mut out).is_empty());
     let waker = Waker::from(Arc::new(Flag(AtomicBool::new(false))));
@@ -287,14 +287,14 @@ fn close_ends_a_queued_multishot() {
 #[test]
 fn close_fails_queued_and_reports_in_ring() {
     let table = OpTable::default();
-    let queued = table.insert(Phase::Queued).unwrap();
-    let in_ring = table.insert(Phase::InRing).unwrap();
+    let queued = table.insert(Phase::Queued, 0).unwrap();
+    let in_ring = table.insert(Phase::InRing, 0).unwrap();
     let mut out = Reaped::default();
     assert_eq!(table.close(&mut out), vec![in_ring]);
     assert!(matches!(table.mark_in_ring(queued), MarkInRing::Skip));
     let waker = Waker::from(Arc::new(Flag(AtomicBool::new(false))));
     let mut cx = Context::from_waker(&waker);
     assert_eq!(table.poll(queued, &mut cx), Poll::Ready(Outcome::Shutdown));
-    assert!(table.insert(Phase::InRing).is_err());
+    assert!(table.insert(Phase::InRing, 0).is_err());
     assert_eq!(table.in_ring(), 1);
 }

@@ -75,7 +75,10 @@ pub(crate) fn send_all(
                     );
                     return Ok(());
                 }
-                Err(_) => Counters::bump_local(&counters.ring_msgs_backpressure),
+                Err(_) => {
+                    Counters::bump_local(&counters.ring_msgs_backpressure);
+                    crate::diag::event::backpressure("a message", target);
+                }
             }
             res
         }
@@ -88,7 +91,10 @@ pub(crate) fn send_all(
                     c.fetch_add(msgs.len() as u64, Ordering::Relaxed);
                     shared.notify(target);
                 }
-                Err(_) => Counters::bump_shared(&counters.ring_msgs_injected_backpressure),
+                Err(_) => {
+                    Counters::bump_shared(&counters.ring_msgs_injected_backpressure);
+                    crate::diag::event::backpressure("a message from outside", target);
+                }
             }
             res
         }
@@ -128,6 +134,7 @@ pub(crate) fn send_direct(
     if before + n > shared.config.msg_queue_capacity {
         queued.fetch_sub(n, Ordering::AcqRel);
         Counters::bump_local(&counters.ring_msgs_backpressure);
+        crate::diag::event::backpressure("a direct message", target);
         return Err(SendError::Backpressure);
     }
     context::with_worker(|w| {

@@ -203,10 +203,12 @@ unsafe fn start(
     // Built before the entry exists: `build` may be caller code, and if it
     // panics there is no entry to leave behind.
     let sqe = build();
+    // Opcodes fit in a byte (the SQE's field is one).
+    let opcode = sqe.get_opcode() as u8;
     let key = if multishot {
-        ops.insert_multi(phase)?
+        ops.insert_multi(phase, opcode)?
     } else {
-        ops.insert(phase)?
+        ops.insert(phase, opcode)?
     };
     // SAFETY: forwarded from this function's contract.
     unsafe { shared.submit_op(shard, key, sqe, local) };

@@ -403,8 +403,9 @@ impl RuntimeBuilder {
     /// as `ongoing` after ten thresholds, at least a second); it looks
     /// every threshold while a shard is in a poll and once a second while
     /// none is. Reports go to
-    /// [`on_stall`](Self::on_stall) or, without it, to the `log` crate at
-    /// `warn` level (target `spargio::stall`); they are counted in the
+    /// [`on_stall`](Self::on_stall) or, without it, to a `warn` event
+    /// (target `spargio::stall`) through the `log` crate, or `tracing`
+    /// with the `tracing` feature; they are counted in the
     /// stats (`stalls`, `blocking_stalls`).
     ///
     /// ```
@@ -443,8 +444,8 @@ impl RuntimeBuilder {
     /// [`stall_threshold`](Self::stall_threshold)): `callback` runs on the
     /// watcher thread; a panic in it costs that report only. The runtime's
     /// drop delivers the last reports and waits for one being delivered,
-    /// so a callback that never returns holds the drop. Default: the `log`
-    /// crate.
+    /// so a callback that never returns holds the drop. Default: a `warn`
+    /// event through `log` (or `tracing`, with that feature).
     pub fn on_stall(mut self, callback: impl Fn(&StallReport) + Send + Sync + 'static) -> Self {
         self.stall.callback = Some(Arc::new(callback));
         self

@@ -29,7 +29,7 @@ use io_uring::{opcode, squeue};
 use super::worker::Worker;
 use super::Shared;
 use crate::driver::ops_table::MarkInRing;
-use crate::driver::{OpKey, Tag, UserData};
+use crate::driver::{OpKey, RingHealth, Tag, UserData};
 use crate::shard_id::ShardId;
 use crate::stats::Counters;
 use std::sync::Arc;
@@ -146,36 +146,43 @@ impl Worker {
     pub(super) fn park_driver(&self, timeout: Option<Duration>) -> std::io::Result<usize> {
         let start = crate::diag::precise_ns();
         self.me().parked_since.store(start, Ordering::Relaxed);
-        let (res, overflows) = {
+        let (res, health) = {
             let mut reaped = self.reaped.borrow_mut();
             let mut driver = self.driver.borrow_mut();
             self.flush_staged(&mut driver);
             let res = driver.park(timeout, &self.me().ops, &mut reaped);
-            (res, driver.take_cq_overflows())
+            (res, driver.take_health())
         };
         self.me().parked_since.store(0, Ordering::Relaxed);
         let parked = crate::diag::precise_ns().saturating_sub(start);
         Counters::add_local(&self.counters().parked_ns, parked);
-        self.note_cq_overflows(overflows);
+        self.note_ring_health(health);
         self.settle_reaped();
         res
     }
 
-    /// Counts reaps that found the completion queue overflowed, and says
-    /// so once per shard.
-    pub(super) fn note_cq_overflows(&self, n: u64) {
-        if n == 0 {
+    /// Counts the ring's signs of pressure, and says once per shard that
+    /// the rings are too small.
+    pub(super) fn note_ring_health(&self, health: RingHealth) {
+        if health == RingHealth::default() {
             return;
         }
-        Counters::add_local(&self.counters().cq_overflows, n);
-        if !self.cq_overflow_warned.replace(true) {
-            let cq = self.me().features.get().map_or(0, |f| f.cq_entries);
-            log::warn!(
-                target: "spargio::ring",
-                "shard {}: the completion queue ({cq} entries) overflowed; the kernel keeps \
-                 what did not fit until the next enter: raise ring_entries",
-                self.id
-            );
+        let counters = self.counters();
+        Counters::add_local(&counters.cq_overflows, health.cq_overflows);
+        Counters::add_local(&counters.sq_full, health.sq_full);
+        Counters::add_local(&counters.sq_backlogged, health.sq_backlogged);
+        if !self.ring_warned.replace(true) {
+            let (sq, cq) = self
+                .me()
+                .features
+                .get()
+                .map_or((0, 0), |f| (f.sq_entries, f.cq_entries));
+            let what = if health.cq_overflows > 0 {
+                format!("the completion queue ({cq} entries) overflowed; the kernel keeps what did not fit until the next enter")
+            } else {
+                format!("the submission queue ({sq} entries) filled; operations waited for room")
+            };
+            crate::diag::event::ring_pressure(self.id, &what);
         }
     }
 

@@ -47,6 +47,7 @@ pub(crate) fn admit_stealable(
     if let Some(cap) = shared.config.stealable_queue_capacity {
         if shared.shards[target].stealable_backlog() >= cap {
             Counters::bump_shared(&shared.shards[target].counters.stealable_backpressure);
+            crate::diag::event::backpressure("a stealable spawn", target);
             return Err(RuntimeError::Overloaded);
         }
     }

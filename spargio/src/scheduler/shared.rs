@@ -259,6 +259,7 @@ impl Shared {
                 queue_depth: shard.stealable_backlog(),
                 command_depth: shard.inbox.len(),
                 pending_native_ops: shard.ops.pending(),
+                ops_in_flight: crate::stats::ops_in_flight(&shard.ops.by_opcode()),
                 ring: shard.features.get().copied().unwrap_or_default(),
                 ..ShardStats::default()
             };

@@ -74,8 +74,8 @@ pub(crate) struct Worker {
     in_poll: Cell<bool>,
     /// Counts polls down to the next timed one (`stats/histogram.rs`).
     poll_sample: Cell<u32>,
-    /// The CQ overflow warning went out (once per shard).
-    pub(super) cq_overflow_warned: Cell<bool>,
+    /// The ring-pressure warning went out (once per shard).
+    pub(super) ring_warned: Cell<bool>,
     /// The coarse time at the end of the last poll (the next poll's start,
     /// for the stall detector; refreshed at each batch's start).
     poll_clock: Cell<u64>,
@@ -111,7 +111,7 @@ impl Worker {
             steal: RefCell::new(StealState::new(id, n)),
             in_poll: Cell::new(false),
             poll_sample: Cell::new(1),
-            cq_overflow_warned: Cell::new(false),
+            ring_warned: Cell::new(false),
             poll_clock: Cell::new(0),
             spin: AdaptiveSpin::new(shared.config.spin_before_park),
             oversubscribed: n > crate::runtime::available_cpus(),
@@ -154,10 +154,13 @@ impl Worker {
             }
         }));
         if ran.is_err() {
+            // Also on stderr: an application without a logger would
+            // otherwise see its runtime stop without a word.
             eprintln!(
                 "spargio shard {}: the shard loop panicked; shutting the runtime down",
                 self.id
             );
+            crate::diag::event::shard_failed(self.id);
             self.shared.begin_shutdown();
         }
         if catch_unwind(AssertUnwindSafe(|| self.shutdown())).is_err() {
@@ -229,13 +232,13 @@ impl Worker {
 
     /// Non-blocking submit-and-reap, then retries failed doorbells.
     fn poll_driver(&self) {
-        let (res, overflows) = {
+        let (res, health) = {
             let mut reaped = self.reaped.borrow_mut();
             let mut driver = self.driver.borrow_mut();
             let res = driver.poll(&self.me().ops, &mut reaped);
-            (res, driver.take_cq_overflows())
+            (res, driver.take_health())
         };
-        self.note_cq_overflows(overflows);
+        self.note_ring_health(health);
         self.check_ring(res.map(drop));
         self.settle_reaped();
         self.take_direct();
@@ -263,6 +266,7 @@ impl Worker {
         for target in failed {
             // The MSG_RING could not be posted (target CQ full or ring
             // closing): ring the eventfd instead, which cannot fail.
+            crate::diag::event::doorbell_refused(self.id, target);
             self.shared.shards[target].eventfd.ring();
         }
     }

@@ -9,6 +9,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod histogram;
+mod opcodes;
 mod prometheus;
 
 pub use histogram::POLL_TIME_BUCKETS;
@@ -126,6 +127,14 @@ counters! {
         /// the kernel held back for lack of room (kept, never lost, but
         /// each costs an extra enter). Raise `ring_entries` if it grows.
         cq_overflows,
+        /// Pushes that found the submission queue full: each entered the
+        /// kernel early, before the loop's own submit, to make room.
+        /// Raise `ring_entries` if it grows with the load.
+        sq_full,
+        /// Operations the kernel would not take even then (it refused new
+        /// entries, as while completions overflow): they waited, in order,
+        /// in the shard's backlog until it had room.
+        sq_backlogged,
         /// Messages this shard sent (to any shard).
         ring_msgs_submitted,
         /// Messages sent to this shard from threads outside the runtime.
@@ -224,6 +233,11 @@ pub struct ShardStats {
     pub poll_time_buckets: [u64; POLL_TIME_BUCKETS],
     /// The sum of the sampled poll durations, in ns.
     pub poll_time_sum_ns: u64,
+    /// Native operations in flight on this shard's ring by io_uring opcode
+    /// name (`"recv"`, `"accept"`, `"read"`, ...; the kernel's
+    /// `IORING_OP_` names, lowercased), most first; opcodes with none are
+    /// left out. They add up to `pending_native_ops`.
+    pub ops_in_flight: Vec<(&'static str, usize)>,
 }
 
 /// A snapshot of the runtime's counters, from
@@ -292,6 +306,20 @@ impl RuntimeStats {
         self.shards.push(shard);
     }
 
+    /// Native operations in flight by opcode name, summed over shards,
+    /// most first ([`ShardStats::ops_in_flight`]).
+    pub fn ops_in_flight(&self) -> Vec<(&'static str, usize)> {
+        let mut sum: Vec<(&'static str, usize)> = Vec::new();
+        for (name, n) in self.shards.iter().flat_map(|s| &s.ops_in_flight) {
+            match sum.iter_mut().find(|(have, _)| have == name) {
+                Some((_, total)) => *total += n,
+                None => sum.push((name, *n)),
+            }
+        }
+        sort_most_first(&mut sum);
+        sum
+    }
+
     /// Tasks that have not ended, over all shards.
     pub fn live_tasks(&self) -> usize {
         self.shards.iter().map(|s| s.live_tasks).sum()
@@ -335,6 +363,23 @@ impl RuntimeStats {
     pub fn stolen_per_scan(&self) -> f64 {
         ratio(self.totals.stealable_stolen, self.totals.steal_scans)
     }
+}
+
+/// The nonzero per-opcode counts of one op table, named, most first.
+pub(crate) fn ops_in_flight(by_opcode: &[u32]) -> Vec<(&'static str, usize)> {
+    let mut named: Vec<(&'static str, usize)> = by_opcode
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(slot, n)| (opcodes::name(slot), *n as usize))
+        .collect();
+    sort_most_first(&mut named);
+    named
+}
+
+/// Most first; ties by name, so the order is stable.
+fn sort_most_first(counts: &mut [(&'static str, usize)]) {
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
 }
 
 fn ratio(num: u64, den: u64) -> f64 {

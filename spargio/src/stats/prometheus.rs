@@ -4,7 +4,7 @@
 //! with one sample per shard (label `shard`); high-water marks and queue
 //! depths are `gauge`s. Runtime-wide values (the blocking pool, the stall
 //! detector's pool reports) have no label; `spargio_info` carries the
-//! backend as a label. Help texts are the fields' documentation.
+//! backend as a label, `spargio_ops_in_flight` the opcode (`op`). Help texts are the fields' documentation.
 
 use std::fmt::Write;
 
@@ -166,6 +166,20 @@ impl RuntimeStats {
             let mut f = Family::new(&mut out, name, "gauge", help);
             for (shard, stats) in self.shards.iter().enumerate() {
                 f.sample(name, &format!("shard=\"{shard}\""), read(stats));
+            }
+        }
+        {
+            let name = "spargio_ops_in_flight";
+            let mut f = Family::new(
+                &mut out,
+                name,
+                "gauge",
+                "Native operations in flight on the shard's ring, by io_uring opcode.",
+            );
+            for (shard, stats) in self.shards.iter().enumerate() {
+                for (op, n) in &stats.ops_in_flight {
+                    f.sample(name, &format!("shard=\"{shard}\",op=\"{op}\""), n);
+                }
             }
         }
         let runtime: [(&str, &str, &str, u64); 5] = [

@@ -33,6 +33,8 @@ impl<F: Future> Future for Harness<'_, F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let meta = self.meta;
+        #[cfg(feature = "tracing")]
+        let _span = meta.span.enter();
         let seen = meta.run_state.poll_started();
         let out = self.poll_inner(cx);
         meta.run_state.poll_ended(seen);

@@ -30,6 +30,9 @@ pub(crate) struct TaskMeta {
     pub(crate) location: &'static Location<'static>,
     /// Scheduled, running or idle, for task dumps.
     pub(crate) run_state: RunState,
+    /// Entered on each poll (feature `tracing`).
+    #[cfg(feature = "tracing")]
+    pub(crate) span: tracing::Span,
     aborted: AtomicBool,
 }
 
@@ -59,6 +62,8 @@ impl TaskMeta {
             key,
             location,
             run_state: RunState::default(),
+            #[cfg(feature = "tracing")]
+            span: task_span(kind, home, key, location),
             aborted: AtomicBool::new(false),
         }
     }
@@ -77,4 +82,31 @@ impl TaskMeta {
     pub(crate) fn is_aborted(&self) -> bool {
         self.aborted.load(Ordering::Acquire)
     }
+}
+
+/// The task's span: `spargio::task` at `TRACE` level, named `task`, with
+/// its id, kind, home shard and spawn location (tokio's `runtime.spawn`
+/// span carries the same facts).
+#[cfg(feature = "tracing")]
+fn task_span(
+    kind: TaskKind,
+    home: ShardId,
+    key: usize,
+    location: &'static Location<'static>,
+) -> tracing::Span {
+    let kind = match kind {
+        TaskKind::Pinned(_) => "pinned",
+        TaskKind::Stealable => "stealable",
+        TaskKind::Blocking => "blocking",
+    };
+    tracing::trace_span!(
+        target: "spargio::task",
+        "task",
+        task.id = crate::diag::task_id(home, key),
+        task.kind = kind,
+        task.home = home,
+        loc.file = location.file(),
+        loc.line = location.line(),
+        loc.col = location.column(),
+    )
 }

@@ -42,7 +42,7 @@ use super::direct_msg::{self, DirectMsg};
 use super::ops_table::{OpKey, OpTable, Reaped};
 use super::user_data::{Tag, UserData};
 use super::BgidPool;
-use super::{audit, wake, Outcome};
+use super::{audit, wake, Outcome, RingHealth};
 use crate::shard_id::ShardId;
 
 /// How long a shard parks at most while its eventfd read cannot be
@@ -63,9 +63,8 @@ pub(crate) struct UringDriver {
     direct_failed: Vec<DirectMsg>,
     /// Operation SQEs waiting for room in the submission queue.
     backlog: VecDeque<squeue::Entry>,
-    /// Reaps that found the completion queue overflowed (taken by the
-    /// worker into its counters).
-    cq_overflows: u64,
+    /// Ring pressure since the worker last took it into its counters.
+    health: RingHealth,
     /// Operation completions of the current reap, before they are handed
     /// to the op table under one lock.
     op_cqes: Vec<(OpKey, Outcome)>,
@@ -95,7 +94,7 @@ impl UringDriver {
             direct_in: Vec::new(),
             direct_failed: Vec::new(),
             backlog: VecDeque::new(),
-            cq_overflows: 0,
+            health: RingHealth::default(),
             op_cqes: Vec::new(),
             bgids: BgidPool::default(),
         };
@@ -153,6 +152,7 @@ impl UringDriver {
                 return;
             }
         }
+        self.health.sq_backlogged += 1;
         self.backlog.push_back(entry);
     }
 
@@ -213,7 +213,7 @@ impl UringDriver {
 
     fn reap(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
         if self.ring.cq_overflowed() {
-            self.cq_overflows += 1;
+            self.health.cq_overflows += 1;
         }
         let mut rearm = false;
         let failed = &mut self.failed_doorbells;
@@ -287,9 +287,10 @@ impl UringDriver {
         Ok(())
     }
 
-    /// Reaps that found the CQ overflowed, since the last call.
-    pub(crate) fn take_cq_overflows(&mut self) -> u64 {
-        std::mem::take(&mut self.cq_overflows)
+    /// Ring pressure since the last call.
+    pub(crate) fn take_health(&mut self) -> RingHealth {
+        self.health.sq_full += self.ring.take_sq_full();
+        std::mem::take(&mut self.health)
     }
 
     pub(crate) fn has_failed_doorbells(&self) -> bool {

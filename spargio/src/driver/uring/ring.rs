@@ -81,6 +81,8 @@ impl Wanted {
 pub(crate) struct Ring {
     uring: IoUring,
     features: RingFeatures,
+    /// Pushes that found the submission queue full (taken by the driver).
+    sq_full: u64,
 }
 
 impl Ring {
@@ -135,7 +137,11 @@ impl Ring {
             nodrop: params.is_feature_nodrop(),
             skip_cqe_on_success: params.is_feature_skip_cqe_on_success(),
         };
-        Ok(Ring { uring, features })
+        Ok(Ring {
+            uring,
+            features,
+            sq_full: 0,
+        })
     }
 
     /// Enables the ring on the calling thread, which becomes its submitter
@@ -166,20 +172,23 @@ impl Ring {
     /// conflicts with the kernel's use, until the entry's final CQE is reaped.
     pub(crate) unsafe fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
         for _ in 0..2 {
-            if crate::driver::faults::push_refused() {
-                self.submit()?;
-                continue;
-            }
+            let refused = crate::driver::faults::push_refused();
             // SAFETY: the caller upholds the lifetime contract of every address
             // in `entry` (this function's own contract).
-            if unsafe { self.uring.submission().push(entry) }.is_ok() {
+            if !refused && unsafe { self.uring.submission().push(entry) }.is_ok() {
                 return Ok(());
             }
+            self.sq_full += 1;
             self.submit()?;
         }
         // The SQ stayed full: the kernel refused to take entries (CQ overflow
         // backlog). The caller reaps and tries again.
         Err(io::Error::from(io::ErrorKind::WouldBlock))
+    }
+
+    /// Pushes that found the submission queue full, since the last call.
+    pub(crate) fn take_sq_full(&mut self) -> u64 {
+        std::mem::take(&mut self.sq_full)
     }
 
     /// Number of SQEs queued but not yet handed to the kernel.
