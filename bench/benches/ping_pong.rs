@@ -7,7 +7,9 @@
 //! * `cold_start_ping_pong`: build the runtime(s) and both workers, 64
 //!   round trips, shut everything down.
 //!
-//! Variants: `spargio_io_uring` (2 shards, `ShardCtx` messages),
+//! Variants: `spargio_io_uring` (2 shards, `ShardCtx` messages between a
+//! task pinned to each), `spargio_stealable` (2 shards, two stealable
+//! tasks joined by `tokio::sync::mpsc`, as `tokio_mt_2` has them),
 //! `tokio_two_worker` (two current-thread runtimes, each on its own thread,
 //! joined by `tokio::sync::mpsc`) and `tokio_mt_2` (one multi-thread runtime
 //! with 2 workers, two tasks joined by `tokio::sync::mpsc`).
@@ -347,6 +349,49 @@ impl TokioMt2 {
     }
 }
 
+/// The stealable form on spargio, as `TokioMt2` is on tokio: a 2-shard
+/// runtime with default settings, the peer a persistent stealable task,
+/// each iteration's driver a stealable task, the two joined by the same
+/// `tokio::sync::mpsc` channels (runtime-agnostic). Where the scheduler
+/// puts the two tasks is its own business.
+struct SpargioStealable {
+    _rt: Runtime,
+    handle: RuntimeHandle,
+    ends: Option<TokioEnds>,
+}
+
+impl SpargioStealable {
+    fn new() -> SpargioStealable {
+        let rt = Runtime::builder()
+            .shards(2)
+            .build()
+            .expect("spargio runtime");
+        let handle = rt.handle();
+        let (ends, (peer_rx, peer_tx)) = tokio_channels();
+        // Ends when the driver's sender is dropped with `ends`.
+        drop(handle.spawn_stealable(tokio_peer(peer_rx, peer_tx)).expect("spawn peer"));
+        SpargioStealable {
+            _rt: rt,
+            handle,
+            ends: Some(ends),
+        }
+    }
+
+    fn run(&mut self, job: Job) -> u32 {
+        let mut ends = self.ends.take().expect("ends are home between iterations");
+        let task = self
+            .handle
+            .spawn_stealable(async move {
+                let out = ends.run(job).await;
+                (ends, out)
+            })
+            .expect("spawn driver");
+        let (ends, out) = spargio::block_on(task).expect("driver task");
+        self.ends = Some(ends);
+        out
+    }
+}
+
 // ------------------------------------------------------------- benchmarks
 
 fn steady_ping_pong_rtt(c: &mut Criterion) {
@@ -356,6 +401,14 @@ fn steady_ping_pong_rtt(c: &mut Criterion) {
         let pair = SpargioPair::new(4096);
         group.bench("spargio_io_uring", || {
             let v = pair.run(spargio_rtt(RTT_ROUNDS));
+            assert_eq!(v, RTT_ROUNDS);
+            black_box(v)
+        });
+    }
+    {
+        let mut sp = SpargioStealable::new();
+        group.bench("spargio_stealable", || {
+            let v = sp.run(Job::Rtt(RTT_ROUNDS));
             assert_eq!(v, RTT_ROUNDS);
             black_box(v)
         });
@@ -386,6 +439,14 @@ fn steady_one_way_send_drain(c: &mut Criterion) {
         let pair = SpargioPair::new(4096);
         group.bench("spargio_io_uring", || {
             let n = pair.run(spargio_one_way(ONE_WAY_MSGS));
+            assert_eq!(n, ONE_WAY_MSGS);
+            black_box(n)
+        });
+    }
+    {
+        let mut sp = SpargioStealable::new();
+        group.bench("spargio_stealable", || {
+            let n = sp.run(Job::OneWay(ONE_WAY_MSGS));
             assert_eq!(n, ONE_WAY_MSGS);
             black_box(n)
         });
@@ -430,6 +491,13 @@ fn cold_start_ping_pong(c: &mut Criterion) {
         let v = spargio::block_on(driver).expect("driver task");
         spargio::block_on(peer).expect("peer task");
         drop(rt);
+        assert_eq!(v, COLD_ROUNDS);
+        black_box(v)
+    });
+    group.bench("spargio_stealable", || {
+        let mut sp = SpargioStealable::new();
+        let v = sp.run(Job::Rtt(COLD_ROUNDS));
+        drop(sp);
         assert_eq!(v, COLD_ROUNDS);
         black_box(v)
     });
