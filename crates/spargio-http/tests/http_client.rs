@@ -137,6 +137,84 @@ fn https_with_alpn_h2_and_http1() {
     h1.stop().unwrap();
 }
 
+/// On plain TCP, `.http2_only()` (a gRPC server's setup) serves h2c and
+/// refuses HTTP/1.1, and `.http1_only()` refuses h2c by prior knowledge.
+#[test]
+fn http1_only_and_http2_only_refuse_the_other_protocol() {
+    let _serial = serial();
+    let h2 = TestServer::start(|s| s.http2_only());
+    let h1 = TestServer::start(|s| s.http1_only());
+    let (h2_url, h1_url) = (h2.url("/"), h1.url("/"));
+    run(move |handle| async move {
+        let http1: Client = Client::new(&handle);
+        let h2c: Client = Client::builder(&handle).http2_prior_knowledge().build();
+        let r = h2c.get(&h2_url).await.unwrap();
+        assert_eq!(r.version(), Version::HTTP_2);
+        let r = http1.get(&h1_url).await.unwrap();
+        assert_eq!(r.version(), Version::HTTP_11);
+        assert_eq!(body_bytes(r).await.unwrap(), "hello from spargio-http");
+
+        let err = http1.get(&h2_url).await.unwrap_err();
+        assert!(!err.is_connect(), "TCP connects: {err}");
+        let err = h2c.get(&h1_url).await.unwrap_err();
+        assert!(!err.is_connect(), "TCP connects: {err}");
+    });
+    h2.stop().unwrap();
+    h1.stop().unwrap();
+}
+
+/// `.http1_only()` and `.http2_only()` narrow what ALPN offers whichever
+/// side of `.tls(..)` they are called on: `.tls(a).http2_only()` (a gRPC
+/// server's setup) refuses a client that speaks only HTTP/1.1 at the
+/// handshake, and `.tls(a).http1_only()` answers an `h2`-capable client
+/// over HTTP/1.1. An acceptor that offers `h2` itself does not make an
+/// `http1_only` server serve HTTP/2.
+#[test]
+fn https_protocol_limits_hold_whatever_the_builder_order() {
+    let _serial = serial();
+    let (cert, key) = self_signed();
+    let acceptor = spargio_tls::TlsAcceptor::from_pem(cert.as_bytes(), key.as_bytes()).unwrap();
+    let (acceptor1, acceptor_h2) = (acceptor.clone(), acceptor.clone());
+    let h2 = TestServer::start(move |s| s.tls(acceptor).http2_only());
+    let h1 = TestServer::start(move |s| s.tls(acceptor1).http1_only());
+    let own_alpn = acceptor_h2.with_alpn_protocols(&[b"h2", b"http/1.1"]);
+    let h1_own_alpn = TestServer::start(move |s| s.http1_only().tls(own_alpn));
+    let (p2, p1, p1_own) = (h2.addr.port(), h1.addr.port(), h1_own_alpn.addr.port());
+    run(move |handle| async move {
+        let tls = spargio_tls::TlsConnector::with_root_ca_pem(cert.as_bytes()).unwrap();
+        let client: Client = Client::builder(&handle).tls(tls.clone()).build();
+        let r = client
+            .get(format!("https://localhost:{p2}/"))
+            .await
+            .unwrap();
+        assert_eq!(r.version(), Version::HTTP_2);
+        let r = client
+            .get(format!("https://localhost:{p1}/"))
+            .await
+            .unwrap();
+        assert_eq!(r.version(), Version::HTTP_11);
+        assert_eq!(body_bytes(r).await.unwrap(), "hello from spargio-http");
+        // ALPN chose h2; the server speaks only HTTP/1.1 and refuses it.
+        let err = client
+            .get(format!("https://localhost:{p1_own}/"))
+            .await
+            .unwrap_err();
+        assert!(!err.is_connect(), "the handshake succeeds: {err}");
+
+        let http1_only: Client = Client::builder(&handle)
+            .tls(tls.with_alpn_protocols(&[b"http/1.1"]))
+            .build();
+        let err = http1_only
+            .get(format!("https://localhost:{p2}/"))
+            .await
+            .unwrap_err();
+        assert!(err.is_connect(), "{err}");
+    });
+    h2.stop().unwrap();
+    h1.stop().unwrap();
+    h1_own_alpn.stop().unwrap();
+}
+
 #[test]
 fn connection_refused_is_a_connect_error() {
     let _serial = serial();

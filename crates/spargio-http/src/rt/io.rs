@@ -157,23 +157,64 @@ tls_transport!(ServerTlsStream);
 #[derive(Debug)]
 pub struct Io<T> {
     inner: T,
-    /// Set when the first bytes read are HTTP/2's connection preface.
-    h2: Option<Arc<AtomicBool>>,
+    /// Server side: which protocol the first bytes read are (`sniff`).
+    sniff: Option<Sniff>,
 }
 
-/// The first bytes of HTTP/2's connection preface.
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
+/// HTTP/2's connection preface: the first bytes of every HTTP/2
+/// connection, and what hyper-util's auto builder looks for.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The protocols a server connection may speak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Serves {
+    pub(crate) http1: bool,
+    pub(crate) http2: bool,
+}
+
+/// Tells HTTP/2 from HTTP/1.1 by the first bytes read, as hyper-util's
+/// auto builder does (all of HTTP/2's preface, or not), however the reads
+/// split them.
+#[derive(Debug)]
+struct Sniff {
+    /// Set once the bytes read are HTTP/2's preface.
+    h2: Arc<AtomicBool>,
+    /// How many of the preface's bytes the bytes read so far match.
+    matched: usize,
+    serves: Serves,
+}
+
+impl Sniff {
+    /// Looks at the next bytes read: `Some(is_h2)` once they decide.
+    fn feed(&mut self, bytes: &[u8]) -> Option<bool> {
+        let rest = &H2_PREFACE[self.matched..];
+        let n = rest.len().min(bytes.len());
+        if bytes[..n] != rest[..n] {
+            return Some(false);
+        }
+        self.matched += n;
+        (self.matched == H2_PREFACE.len()).then_some(true)
+    }
+}
 
 impl<T: Transport> Io<T> {
     /// Wraps `inner`.
     pub fn new(inner: T) -> Io<T> {
-        Io { inner, h2: None }
+        Io { inner, sniff: None }
     }
 
-    /// A flag set once the peer's first bytes are HTTP/2's preface (the
-    /// server uses it to tell HTTP/2 from HTTP/1.1 on plain TCP).
-    pub(crate) fn h2_flag(&mut self) -> Arc<AtomicBool> {
-        self.h2.get_or_insert_with(Arc::default).clone()
+    /// Server side: looks at the peer's first bytes. The flag returned is
+    /// set once they are HTTP/2's preface; a protocol `serves` leaves out
+    /// fails the read that tells it (hyper never sees its bytes: hyper-util's
+    /// auto builder would serve it whatever it was configured to serve).
+    pub(crate) fn sniff(&mut self, serves: Serves) -> Arc<AtomicBool> {
+        let h2 = Arc::new(AtomicBool::new(false));
+        self.sniff = Some(Sniff {
+            h2: h2.clone(),
+            matched: 0,
+            serves,
+        });
+        h2
     }
 
     /// The transport.
@@ -203,20 +244,37 @@ impl<T: Transport> hyper::rt::Read for Io<T> {
         let unfilled = unsafe { buf.as_mut() };
         let this = self.get_mut();
         let n = ready!(this.inner.poll_read_uninit(cx, unfilled))?;
-        if let Some(flag) = this.h2.take() {
+        if let Some(sniff) = &mut this.sniff {
             // SAFETY: on `Ok(n)` the first `n` bytes of the unfilled part
             // were written (the `Transport` contract).
-            let first = unsafe { std::slice::from_raw_parts(unfilled.as_ptr().cast::<u8>(), n) };
-            // The preface arrives whole in practice; a first read shorter
-            // than its prefix counts as HTTP/1.1 (only batching differs).
-            if first.starts_with(H2_PREFACE) {
-                flag.store(true, Ordering::Relaxed);
+            let read = unsafe { std::slice::from_raw_parts(unfilled.as_ptr().cast::<u8>(), n) };
+            if let Some(is_h2) = sniff.feed(read) {
+                sniff.h2.store(is_h2, Ordering::Relaxed);
+                let served = if is_h2 {
+                    sniff.serves.http2
+                } else {
+                    sniff.serves.http1
+                };
+                this.sniff = None;
+                if !served {
+                    return Poll::Ready(Err(not_served(is_h2)));
+                }
             }
         }
         // SAFETY: as above.
         unsafe { buf.advance(n) };
         Poll::Ready(Ok(()))
     }
+}
+
+/// The error a connection in a protocol the server does not serve ends
+/// with.
+fn not_served(is_h2: bool) -> io::Error {
+    let what = if is_h2 { "HTTP/2" } else { "HTTP/1.1" };
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{what} is not served on this connection"),
+    )
 }
 
 impl<T: Transport> hyper::rt::Write for Io<T> {
@@ -246,5 +304,49 @@ impl<T: Transport> hyper::rt::Write for Io<T> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.get_mut().inner.poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Serves, Sniff, H2_PREFACE};
+
+    fn sniff() -> Sniff {
+        Sniff {
+            h2: Default::default(),
+            matched: 0,
+            serves: Serves {
+                http1: true,
+                http2: true,
+            },
+        }
+    }
+
+    /// The preface is HTTP/2 however the reads split it, and only once
+    /// all of it has arrived.
+    #[test]
+    fn the_preface_split_over_reads_is_h2() {
+        for split in 1..H2_PREFACE.len() {
+            let mut s = sniff();
+            let (a, b) = H2_PREFACE.split_at(split);
+            assert_eq!(s.feed(a), None, "split at {split}");
+            assert_eq!(s.feed(b), Some(true), "split at {split}");
+        }
+        let mut s = sniff();
+        for (i, byte) in H2_PREFACE.iter().enumerate() {
+            let want = (i + 1 == H2_PREFACE.len()).then_some(true);
+            assert_eq!(s.feed(std::slice::from_ref(byte)), want, "byte {i}");
+        }
+    }
+
+    /// HTTP/1.1 is told at its first byte off the preface, even one that
+    /// shares the preface's start.
+    #[test]
+    fn anything_else_is_http1() {
+        assert_eq!(sniff().feed(b"GET / HTTP/1.1\r\n"), Some(false));
+        let mut s = sniff();
+        assert_eq!(s.feed(b"PRI * HTTP/"), None);
+        assert_eq!(s.feed(b"1.1\r\n"), Some(false));
+        assert_eq!(sniff().feed(b""), None);
     }
 }

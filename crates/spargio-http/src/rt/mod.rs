@@ -26,5 +26,6 @@ mod io;
 mod timer;
 
 pub use executor::Executor;
+pub(crate) use io::Serves;
 pub use io::{Io, Transport};
 pub use timer::Timer;

@@ -16,13 +16,16 @@ use spargio_tls::{HandshakeOptions, TlsAcceptor};
 use super::hub::ConnGuard;
 use super::idle::{ConnState, EXPIRE_NONE, EXPIRE_NOW};
 use super::service::{ConnService, HttpBody, HttpService};
-use crate::rt::{Executor, Io, Transport};
+use crate::rt::{Executor, Io, Serves, Transport};
 
 /// What every connection of one server shares.
 pub(crate) struct Shared {
-    pub(crate) auto: auto::Builder<Executor>,
-    pub(crate) h1: auto::Builder<Executor>,
-    pub(crate) h2: auto::Builder<Executor>,
+    /// HTTP/1.1 and HTTP/2, told apart by the first bytes.
+    pub(crate) builder: auto::Builder<Executor>,
+    /// What the server serves (`http1_only`, `http2_only`), enforced by
+    /// the connection's [`Io`]: the builder serves both whatever it is
+    /// told when it serves with upgrades.
+    pub(crate) serves: Serves,
     pub(crate) tls: Option<(TlsAcceptor, HandshakeOptions)>,
     pub(crate) connect_info: bool,
     /// `header_read_timeout`, enforced by the hub's sweeper (`idle.rs`).
@@ -55,7 +58,7 @@ pub(crate) async fn serve_connection<S, B>(
     match &shared.tls {
         None => {
             let io = Io::new(Compat::new(stream));
-            drive(&shared.auto, io, service, &mut guard).await;
+            drive(&shared.builder, io, shared.serves, service, &mut guard).await;
         }
         Some((acceptor, options)) => {
             let handshake = Box::pin(acceptor.accept_with_options(stream, *options));
@@ -63,21 +66,43 @@ pub(crate) async fn serve_connection<S, B>(
                 Some(Ok(tls)) => tls,
                 _ => return,
             };
-            let builder = match tls.alpn_protocol() {
-                Some(b"h2") => &shared.h2,
-                Some(b"http/1.1") => &shared.h1,
-                _ => &shared.auto,
-            };
+            let serves = by_alpn(shared.serves, tls.alpn_protocol());
             // Boxed: the TLS state is large, and an inline branch would
             // make every plain connection's task as big as a TLS one's.
-            Box::pin(drive(builder, Io::new(tls), service, &mut guard)).await;
+            Box::pin(drive(
+                &shared.builder,
+                Io::new(tls),
+                serves,
+                service,
+                &mut guard,
+            ))
+            .await;
         }
+    }
+}
+
+/// What a TLS connection may speak: the protocol ALPN chose, if the
+/// server serves it (an acceptor with its own ALPN list may offer one it
+/// does not: then nothing), or what the server serves when ALPN chose
+/// none.
+fn by_alpn(serves: Serves, alpn: Option<&[u8]>) -> Serves {
+    match alpn {
+        Some(b"h2") => Serves {
+            http1: false,
+            ..serves
+        },
+        Some(b"http/1.1") => Serves {
+            http2: false,
+            ..serves
+        },
+        _ => serves,
     }
 }
 
 async fn drive<T, S, B>(
     builder: &auto::Builder<Executor>,
     mut io: Io<T>,
+    serves: Serves,
     service: TowerToHyperService<ConnService<S>>,
     guard: &mut ConnGuard,
 ) where
@@ -85,7 +110,7 @@ async fn drive<T, S, B>(
     S: HttpService<B>,
     B: HttpBody,
 {
-    let h2 = io.h2_flag();
+    let h2 = io.sniff(serves);
     let mut conn = pin!(builder.serve_connection_with_upgrades(io, service));
     let mut shutting_down = false;
     let mut deferred = false;

@@ -70,7 +70,7 @@ use spargio_tls::{HandshakeOptions, TlsAcceptor};
 
 pub use service::{hyper_service, HttpBody, HttpService, HyperService, PeerAddr};
 
-use crate::rt::{Executor, Timer};
+use crate::rt::{Executor, Serves, Timer};
 
 /// Errors a service or body may return.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -182,19 +182,11 @@ impl<S> Serve<S> {
 
     /// Serves HTTPS: every accepted connection runs `acceptor`'s TLS
     /// handshake first. Unless the acceptor already sets ALPN protocols,
-    /// `h2` and `http/1.1` are offered (the auto builder serves the one
-    /// the client picks).
+    /// ALPN offers what the server serves: `h2` and `http/1.1`, or only
+    /// one of them with [`http2_only`](Self::http2_only) (gRPC) or
+    /// [`http1_only`](Self::http1_only), called before or after this.
+    /// The connection is served in the protocol the client picks.
     pub fn tls(mut self, acceptor: TlsAcceptor) -> Self {
-        let acceptor = if acceptor.config().alpn_protocols.is_empty() {
-            let protocols: &[&[u8]] = match self.config.protocols {
-                Protocols::Http1 => &[b"http/1.1"],
-                Protocols::Http2 => &[b"h2"],
-                Protocols::Auto => &[b"h2", b"http/1.1"],
-            };
-            acceptor.with_alpn_protocols(protocols)
-        } else {
-            acceptor
-        };
         self.config.tls = Some(acceptor);
         self
     }
@@ -205,13 +197,17 @@ impl<S> Serve<S> {
         self
     }
 
-    /// Serves HTTP/1.1 only (HTTP/2 prior knowledge is refused).
+    /// Serves HTTP/1.1 only: over TLS, ALPN offers only `http/1.1`; a
+    /// connection that opens with HTTP/2's preface (h2c by prior
+    /// knowledge) is closed unserved.
     pub fn http1_only(mut self) -> Self {
         self.config.protocols = Protocols::Http1;
         self
     }
 
-    /// Serves HTTP/2 only (h2c by prior knowledge on plain TCP).
+    /// Serves HTTP/2 only, as gRPC needs: h2c by prior knowledge on plain
+    /// TCP; over TLS, ALPN offers only `h2`. A connection that opens in
+    /// HTTP/1.1 is closed unserved.
     pub fn http2_only(mut self) -> Self {
         self.config.protocols = Protocols::Http2;
         self
@@ -312,7 +308,7 @@ where
 }
 
 fn builders(config: &Config, executor: &Executor, timer: &Timer) -> conn::Shared {
-    let make = |protocols: Protocols| {
+    let builder = {
         let mut b = auto::Builder::new(executor.clone());
         // hyper's own header timeout arms a timer per request; the
         // server's sweeper enforces `header_read_timeout` instead (idle.rs).
@@ -328,26 +324,41 @@ fn builders(config: &Config, executor: &Executor, timer: &Timer) -> conn::Shared
         if let Some((interval, timeout)) = config.h2_keep_alive {
             h2.keep_alive_interval(interval).keep_alive_timeout(timeout);
         }
-        match protocols {
-            Protocols::Auto => b,
-            Protocols::Http1 => b.http1_only(),
-            Protocols::Http2 => b.http2_only(),
-        }
+        // Not `http1_only()` / `http2_only()`: serving with upgrades
+        // ignores them. The connection's `Io` refuses what is not served.
+        b
     };
-    let tls = config.tls.clone().map(|acceptor| {
+    let tls = config.tls.as_ref().map(|acceptor| {
         let options = HandshakeOptions {
             timeout: config.tls_handshake_timeout,
         };
-        (acceptor, options)
+        (with_default_alpn(acceptor, config.protocols), options)
     });
     conn::Shared {
-        auto: make(config.protocols),
-        h1: make(Protocols::Http1),
-        h2: make(Protocols::Http2),
+        builder,
+        serves: Serves {
+            http1: config.protocols != Protocols::Http2,
+            http2: config.protocols != Protocols::Http1,
+        },
         tls,
         connect_info: config.connect_info,
         idle_timeout: config.header_read_timeout.is_some(),
     }
+}
+
+/// `acceptor`, offering by ALPN the protocols served unless it already
+/// offers its own. Decided when the server starts, so `http1_only` and
+/// `http2_only` count whether they were called before or after `tls`.
+fn with_default_alpn(acceptor: &TlsAcceptor, protocols: Protocols) -> TlsAcceptor {
+    if !acceptor.config().alpn_protocols.is_empty() {
+        return acceptor.clone();
+    }
+    let alpn: &[&[u8]] = match protocols {
+        Protocols::Http1 => &[b"http/1.1"],
+        Protocols::Http2 => &[b"h2"],
+        Protocols::Auto => &[b"h2", b"http/1.1"],
+    };
+    acceptor.clone().with_alpn_protocols(alpn)
 }
 
 enum Event<T> {
