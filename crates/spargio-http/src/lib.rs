@@ -7,9 +7,11 @@
 //! * [`serve`]: a server for any tower service (an `axum::Router`,
 //!   tonic's `Routes`, a hyper service through [`hyper_service`]), with
 //!   limits, timeouts and graceful shutdown on by default
-//!   ([module docs](server)).
+//!   ([module docs](server)). gRPC runs over h2c or over TLS
+//!   ([`Serve::tls`]: ALPN `h2`).
 //! * [`Client`]: hyper-util's pooled client over spargio TCP and TLS
-//!   connections, HTTP/1.1 and HTTP/2 ([module docs](client)).
+//!   connections, HTTP/1.1 and HTTP/2 ([module docs](client)); tonic's
+//!   `Grpc::with_origin(client, "https://..")` makes a gRPC client of it.
 //! * [`ws`]: WebSocket upgrades in axum handlers (axum's own extractor
 //!   needs Tokio).
 //! * [`rt`]: hyper's runtime traits (executor, timer, I/O) on spargio,

@@ -1,9 +1,13 @@
 //! gRPC with tonic on spargio-http, against Python `grpcio` as the
 //! independent peer: grpcio's client calls our tonic server, our tonic
-//! client (over `spargio_http::Client`, HTTP/2 prior knowledge) calls a
-//! grpcio server, and both sides spargio. Unary, server streaming, a 1 MiB
-//! message, concurrent calls on one connection, and error statuses
-//! (`INVALID_ARGUMENT`, `UNIMPLEMENTED`) arriving as those codes.
+//! client (over `spargio_http::Client`) calls a grpcio server, and both
+//! sides spargio; each over plain TCP (h2c, HTTP/2 by prior knowledge) and
+//! over TLS (HTTP/2 by ALPN, a self-signed certificate for 127.0.0.1 the
+//! peer trusts). Unary, server streaming, a 1 MiB message, concurrent
+//! calls on one connection, and error statuses (`INVALID_ARGUMENT`,
+//! `UNIMPLEMENTED`) arriving as those codes; every request our server
+//! sees is HTTP/2, and the fds of the test process are back where they
+//! were after each test.
 //!
 //! The greeter (messages, server routing, client) is the example's,
 //! shared through `#[path]`; the Python peers are `tests/py/grpc_*.py`,
@@ -15,19 +19,22 @@ mod greeter;
 
 use std::future::IntoFuture;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use greeter::client::GreeterClient;
 use greeter::server::GreeterServer;
+use http::Version;
 use spargio::net::TcpListener;
-use spargio::CancellationToken;
+use spargio::{CancellationToken, RuntimeHandle};
 use spargio_test_peers::{require_peer, Peer};
+use spargio_tls::{TlsAcceptor, TlsConnector};
 use tonic::Code;
 
-use common::{run, HANG};
+use common::{assert_fds_back_to, fd_count, run, self_signed, serial, temp_file, HANG};
 
 /// The name sent in the 1 MiB `SayHello` (printable, so Python's pattern
 /// in `grpc_client.py` matches it character for character).
@@ -39,12 +46,66 @@ fn name_pattern(n: usize) -> String {
 
 const BIG: usize = 1 << 20;
 
+// ===== fds and certificates =====
+
+/// Runs `test` alone (the tests share the process's fd table) and fails
+/// unless the fd count is back where it was afterwards.
+fn fds_restored<T>(test: impl FnOnce() -> T) -> T {
+    let _serial = serial();
+    let fds = fd_count();
+    let out = test();
+    assert_fds_back_to(fds);
+    out
+}
+
+/// A self-signed certificate for `127.0.0.1` (and `localhost`): PEM for
+/// our side, files for the Python peers (removed on drop).
+struct TestCert {
+    cert_pem: String,
+    key_pem: String,
+    cert_file: PathBuf,
+    key_file: PathBuf,
+}
+
+impl TestCert {
+    fn new() -> TestCert {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let (cert_pem, key_pem) = self_signed();
+        TestCert {
+            cert_file: temp_file(&format!("grpc-cert-{n}.pem"), cert_pem.as_bytes()),
+            key_file: temp_file(&format!("grpc-key-{n}.pem"), key_pem.as_bytes()),
+            cert_pem,
+            key_pem,
+        }
+    }
+
+    /// Our server's side.
+    fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from_pem(self.cert_pem.as_bytes(), self.key_pem.as_bytes()).unwrap()
+    }
+
+    /// Our client's side: trusts this certificate.
+    fn connector(&self) -> TlsConnector {
+        TlsConnector::with_root_ca_pem(self.cert_pem.as_bytes()).unwrap()
+    }
+}
+
+impl Drop for TestCert {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.cert_file);
+        let _ = std::fs::remove_file(&self.key_file);
+    }
+}
+
 // ===== runtime and server =====
 
-/// Our greeter served on 127.0.0.1 by its own runtime (a thread) while
-/// `f(port)` runs on the calling thread; then shut down gracefully, and
-/// the server's result checked.
-fn with_greeter_server<T>(f: impl FnOnce(u16) -> T) -> T {
+/// Our greeter served on 127.0.0.1 (over TLS with `tls`) by its own
+/// runtime (a thread) while `f(port)` runs on the calling thread; then
+/// shut down gracefully, and the server's result checked. gRPC is
+/// HTTP/2: fails unless the server saw requests, all of them HTTP/2
+/// (over TLS, so ALPN chose `h2`).
+fn with_greeter_server(tls: Option<TlsAcceptor>, f: impl FnOnce(u16)) {
     let stop = CancellationToken::new();
     // Stops the server however `f` ends, a panic included.
     struct StopOnDrop(CancellationToken);
@@ -54,6 +115,8 @@ fn with_greeter_server<T>(f: impl FnOnce(u16) -> T) -> T {
         }
     }
     let _stop_on_drop = StopOnDrop(stop.clone());
+    let versions = Arc::new(Mutex::new(Vec::new()));
+    let service = recording_versions(versions.clone());
     let (port_tx, port_rx) = mpsc::channel();
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -62,9 +125,11 @@ fn with_greeter_server<T>(f: impl FnOnce(u16) -> T) -> T {
                 let listener = TcpListener::bind(&handle, "127.0.0.1:0").await?;
                 let _ = port_tx.send(listener.local_addr()?.port());
                 let signal = async move { stop.cancelled().await };
-                let server = spargio_http::serve(listener, GreeterServer)
-                    .with_graceful_shutdown(signal)
-                    .into_future();
+                let mut serve = spargio_http::serve(listener, service);
+                if let Some(acceptor) = tls {
+                    serve = serve.tls(acceptor);
+                }
+                let server = serve.with_graceful_shutdown(signal).into_future();
                 handle
                     .spawn_stealable(server)
                     .expect("spawn the server")
@@ -80,7 +145,7 @@ fn with_greeter_server<T>(f: impl FnOnce(u16) -> T) -> T {
             _ => panic!("server bound no port"),
         }
     };
-    let out = f(port);
+    f(port);
     drop(_stop_on_drop);
     match done_rx.recv_timeout(HANG) {
         Ok(Ok(Ok(Ok(())))) => {}
@@ -89,11 +154,47 @@ fn with_greeter_server<T>(f: impl FnOnce(u16) -> T) -> T {
         Ok(Err(_)) => panic!("server thread panicked"),
         Err(_) => panic!("server did not shut down"),
     }
-    out
+    let versions = versions.lock().unwrap();
+    assert!(!versions.is_empty(), "the server saw no request");
+    assert!(
+        versions.iter().all(|v| *v == Version::HTTP_2),
+        "gRPC over {versions:?}"
+    );
 }
 
-fn origin(port: u16) -> http::Uri {
-    format!("http://127.0.0.1:{port}").parse().unwrap()
+type Versions = Arc<Mutex<Vec<Version>>>;
+
+/// The greeter, noting each request's HTTP version in `versions`.
+fn recording_versions(
+    versions: Versions,
+) -> tower::util::MapRequest<GreeterServer, impl FnMut(Request) -> Request + Clone> {
+    tower::util::MapRequest::new(GreeterServer, move |req: Request| {
+        versions.lock().unwrap().push(req.version());
+        req
+    })
+}
+
+type Request = http::Request<hyper::body::Incoming>;
+
+/// `http://127.0.0.1:port`, or `https://` with `tls`.
+fn origin(port: u16, tls: bool) -> http::Uri {
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://127.0.0.1:{port}").parse().unwrap()
+}
+
+/// Our greeter client for 127.0.0.1:`port`: h2c by prior knowledge, or
+/// with `tls` HTTPS trusting its certificate (ALPN offers `h2` and
+/// `http/1.1`: the server picks HTTP/2).
+fn greeter_client(handle: &RuntimeHandle, port: u16, tls: Option<TlsConnector>) -> GreeterClient {
+    match tls {
+        None => GreeterClient::new(handle, origin(port, false)),
+        Some(connector) => {
+            let http = spargio_http::Client::builder(handle)
+                .tls(connector)
+                .build::<tonic::body::Body>();
+            GreeterClient::with_client(http, origin(port, true))
+        }
+    }
 }
 
 // ===== Python peers =====
@@ -114,12 +215,17 @@ impl Drop for Killed {
     }
 }
 
-/// Runs `grpc_client.py PORT calls...` to completion (killed after
-/// `HANG`) and returns its output lines, one per call.
-fn python_client(port: u16, calls: &[&str]) -> Vec<String> {
+/// Runs `grpc_client.py [--tls CAFILE] PORT calls...` to completion
+/// (killed after `HANG`) and returns its output lines, one per call. With
+/// `ca`, the client speaks TLS trusting that certificate.
+fn python_client(port: u16, ca: Option<&Path>, calls: &[&str]) -> Vec<String> {
     spargio_test_peers::assert_present(Peer::PythonGrpcio);
-    let child = Command::new("python3")
-        .arg(script("grpc_client.py"))
+    let mut command = Command::new("python3");
+    command.arg(script("grpc_client.py"));
+    if let Some(ca) = ca {
+        command.arg("--tls").arg(ca);
+    }
+    let child = command
         .arg(port.to_string())
         .args(calls)
         .stdin(Stdio::null())
@@ -169,11 +275,19 @@ struct PyServer {
 }
 
 impl PyServer {
-    fn start() -> PyServer {
+    /// Starts the server: plain, or with `cert` over TLS with it.
+    fn start(cert: Option<&TestCert>) -> PyServer {
         spargio_test_peers::assert_present(Peer::PythonGrpcio);
+        let mut command = Command::new("python3");
+        command.arg(script("grpc_server.py"));
+        if let Some(cert) = cert {
+            command
+                .arg("--tls")
+                .arg(&cert.cert_file)
+                .arg(&cert.key_file);
+        }
         let mut child = Killed(
-            Command::new("python3")
-                .arg(script("grpc_server.py"))
+            command
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
@@ -205,173 +319,248 @@ impl PyServer {
 
 // ===== grpcio client → our server =====
 
+/// grpcio's unary, 1 MiB and streaming calls to our greeter (over TLS
+/// with `cert`), each answered in full.
+fn grpcio_calls_tonic(cert: Option<&TestCert>) {
+    let big = format!("big:{BIG}");
+    let ca = cert.map(|c| c.cert_file.as_path());
+    with_greeter_server(cert.map(TestCert::acceptor), |port| {
+        let lines = python_client(port, ca, &["hello:grpcio", &big, "stream:grpcio:100"]);
+        assert_eq!(
+            lines,
+            [
+                "OK Hello, grpcio!".to_owned(),
+                format!("OK big {}", BIG + "Hello, !".len()),
+                "OK stream 100 Hello, grpcio! (100/100)".to_owned(),
+            ]
+        );
+    });
+}
+
+/// grpcio's calls our greeter refuses (over TLS with `cert`) get their
+/// status codes, and the channel carries on.
+fn grpcio_gets_statuses_from_tonic(cert: Option<&TestCert>) {
+    let ca = cert.map(|c| c.cert_file.as_path());
+    let calls = [
+        "hello:",
+        "stream::3",
+        "method:/helloworld.Greeter/SayGoodbye",
+        "hello:still serving",
+    ];
+    with_greeter_server(cert.map(TestCert::acceptor), |port| {
+        assert_eq!(
+            python_client(port, ca, &calls),
+            [
+                "ERR INVALID_ARGUMENT name is empty",
+                "ERR INVALID_ARGUMENT name is empty",
+                "ERR UNIMPLEMENTED ",
+                "OK Hello, still serving!",
+            ]
+        );
+    });
+}
+
 #[test]
 fn grpcio_client_calls_tonic_server() {
     require_peer!(Peer::PythonGrpcio);
-    let big = format!("big:{BIG}");
-    let lines = with_greeter_server(|port| {
-        python_client(port, &["hello:grpcio", &big, "stream:grpcio:100"])
-    });
-    assert_eq!(
-        lines,
-        [
-            "OK Hello, grpcio!".to_owned(),
-            format!("OK big {}", BIG + "Hello, !".len()),
-            "OK stream 100 Hello, grpcio! (100/100)".to_owned(),
-        ]
-    );
+    fds_restored(|| grpcio_calls_tonic(None));
 }
 
 #[test]
 fn grpcio_client_gets_status_codes_from_tonic_server() {
     require_peer!(Peer::PythonGrpcio);
-    let lines = with_greeter_server(|port| {
-        python_client(
-            port,
-            &[
-                "hello:",
-                "stream::3",
-                "method:/helloworld.Greeter/SayGoodbye",
-                "hello:still serving",
-            ],
-        )
-    });
-    assert_eq!(
-        lines,
-        [
-            "ERR INVALID_ARGUMENT name is empty",
-            "ERR INVALID_ARGUMENT name is empty",
-            "ERR UNIMPLEMENTED ",
-            "OK Hello, still serving!",
-        ]
-    );
+    fds_restored(|| grpcio_gets_statuses_from_tonic(None));
+}
+
+#[test]
+fn grpcio_client_calls_tonic_server_over_tls() {
+    require_peer!(Peer::PythonGrpcio);
+    fds_restored(|| grpcio_calls_tonic(Some(&TestCert::new())));
+}
+
+#[test]
+fn grpcio_client_gets_status_codes_from_tonic_server_over_tls() {
+    require_peer!(Peer::PythonGrpcio);
+    fds_restored(|| grpcio_gets_statuses_from_tonic(Some(&TestCert::new())));
 }
 
 // ===== our client → grpcio server =====
 
+/// Unary, 1 MiB and streaming calls to grpcio's greeter, answered in full.
+async fn calls_to_grpcio(mut client: GreeterClient) {
+    let reply = client.say_hello("spargio").await.expect("SayHello");
+    assert_eq!(reply.message, "Hello, spargio, from grpcio!");
+
+    let name = name_pattern(BIG);
+    let reply = client.say_hello(&name).await.expect("1 MiB SayHello");
+    assert!(
+        reply.message == format!("Hello, {name}, from grpcio!"),
+        "the 1 MiB reply differs ({} bytes)",
+        reply.message.len()
+    );
+
+    let replies = client
+        .say_hello_stream("stream", 100)
+        .await
+        .expect("stream");
+    let got: Vec<String> = replies.into_iter().map(|r| r.message).collect();
+    let want: Vec<String> = (1..=100)
+        .map(|i| format!("Hello, stream, from grpcio! ({i}/100)"))
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// grpcio's refusals arrive as their status codes; the connection
+/// carries on.
+async fn statuses_from_grpcio(mut client: GreeterClient) {
+    let status = client.say_hello("").await.expect_err("empty name");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(status.message(), "name is empty");
+
+    let status = client
+        .say_hello_stream("", 3)
+        .await
+        .expect_err("empty name");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(status.message(), "name is empty");
+
+    // The connection carries on after an error status.
+    let reply = client.say_hello("after").await.expect("SayHello");
+    assert_eq!(reply.message, "Hello, after, from grpcio!");
+}
+
+/// `check(client)` against a grpcio greeter (over TLS with `cert`),
+/// on a runtime of its own.
+fn against_grpcio<F, Fut>(cert: Option<&TestCert>, check: F)
+where
+    F: FnOnce(GreeterClient) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let server = PyServer::start(cert);
+    let (port, tls) = (server.port, cert.map(TestCert::connector));
+    run(move |handle| check(greeter_client(&handle, port, tls)));
+}
+
 #[test]
 fn tonic_client_calls_grpcio_server() {
     require_peer!(Peer::PythonGrpcio);
-    let server = PyServer::start();
-    let origin = origin(server.port);
-    run(move |handle| async move {
-        let mut client = GreeterClient::new(&handle, origin);
-        let reply = client.say_hello("spargio").await.expect("SayHello");
-        assert_eq!(reply.message, "Hello, spargio, from grpcio!");
-
-        let name = name_pattern(BIG);
-        let reply = client.say_hello(&name).await.expect("1 MiB SayHello");
-        assert!(
-            reply.message == format!("Hello, {name}, from grpcio!"),
-            "the 1 MiB reply differs ({} bytes)",
-            reply.message.len()
-        );
-
-        let replies = client
-            .say_hello_stream("stream", 100)
-            .await
-            .expect("stream");
-        let got: Vec<String> = replies.into_iter().map(|r| r.message).collect();
-        let want: Vec<String> = (1..=100)
-            .map(|i| format!("Hello, stream, from grpcio! ({i}/100)"))
-            .collect();
-        assert_eq!(got, want);
-    });
+    fds_restored(|| against_grpcio(None, calls_to_grpcio));
 }
 
 #[test]
 fn tonic_client_gets_status_codes_from_grpcio_server() {
     require_peer!(Peer::PythonGrpcio);
-    let server = PyServer::start();
-    let origin = origin(server.port);
-    run(move |handle| async move {
-        let mut client = GreeterClient::new(&handle, origin);
-        let status = client.say_hello("").await.expect_err("empty name");
-        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-        assert_eq!(status.message(), "name is empty");
+    fds_restored(|| against_grpcio(None, statuses_from_grpcio));
+}
 
-        let status = client
-            .say_hello_stream("", 3)
-            .await
-            .expect_err("empty name");
-        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-        assert_eq!(status.message(), "name is empty");
+#[test]
+fn tonic_client_calls_grpcio_server_over_tls() {
+    require_peer!(Peer::PythonGrpcio);
+    fds_restored(|| against_grpcio(Some(&TestCert::new()), calls_to_grpcio));
+}
 
-        // The connection carries on after an error status.
-        let reply = client.say_hello("after").await.expect("SayHello");
-        assert_eq!(reply.message, "Hello, after, from grpcio!");
-    });
+#[test]
+fn tonic_client_gets_status_codes_from_grpcio_server_over_tls() {
+    require_peer!(Peer::PythonGrpcio);
+    fds_restored(|| against_grpcio(Some(&TestCert::new()), statuses_from_grpcio));
 }
 
 // ===== both sides spargio =====
 
+/// Unary, 1 MiB, 1000-reply streaming and 32 × 20 concurrent calls to our
+/// greeter, each answered with its own name.
+async fn calls_to_tonic(handle: RuntimeHandle, mut client: GreeterClient) {
+    let reply = client.say_hello("spargio").await.expect("SayHello");
+    assert_eq!(reply.message, "Hello, spargio!");
+
+    let name = name_pattern(BIG);
+    let reply = client.say_hello(&name).await.expect("1 MiB SayHello");
+    assert!(
+        reply.message == format!("Hello, {name}!"),
+        "the 1 MiB reply differs ({} bytes)",
+        reply.message.len()
+    );
+
+    let replies = client.say_hello_stream("s", 1000).await.expect("stream");
+    assert_eq!(replies.len(), 1000);
+    for (i, reply) in replies.iter().enumerate() {
+        assert_eq!(reply.message, format!("Hello, s! ({}/1000)", i + 1));
+    }
+
+    // 32 tasks × 20 calls at once: HTTP/2 streams multiplexed on the
+    // client's one pooled connection, each answered with its own name.
+    let mut tasks = Vec::new();
+    for t in 0..32 {
+        let mut client = client.clone();
+        tasks.push(
+            handle
+                .spawn_stealable(async move {
+                    for i in 0..20 {
+                        let name = format!("task {t} call {i}");
+                        let reply = client.say_hello(&name).await.expect("SayHello");
+                        assert_eq!(reply.message, format!("Hello, {name}!"));
+                    }
+                })
+                .expect("spawn"),
+        );
+    }
+    for task in tasks {
+        task.await.expect("caller task");
+    }
+}
+
+/// Our greeter's refusals arrive as their status codes; the connection
+/// carries on.
+async fn statuses_from_tonic(mut client: GreeterClient) {
+    let status = client.say_hello("").await.expect_err("empty name");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(status.message(), "name is empty");
+
+    let status = client
+        .say_hello_stream("too many", greeter::server::MAX_STREAM_REPLIES + 1)
+        .await
+        .expect_err("over the limit");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+
+    let reply = client.say_hello("after").await.expect("SayHello");
+    assert_eq!(reply.message, "Hello, after!");
+}
+
 #[test]
 fn tonic_client_calls_tonic_server() {
-    let lines = with_greeter_server(|port| {
-        let origin = origin(port);
-        run(move |handle| async move {
-            let mut client = GreeterClient::new(&handle, origin);
-            let reply = client.say_hello("spargio").await.expect("SayHello");
-            assert_eq!(reply.message, "Hello, spargio!");
-
-            let name = name_pattern(BIG);
-            let reply = client.say_hello(&name).await.expect("1 MiB SayHello");
-            assert!(
-                reply.message == format!("Hello, {name}!"),
-                "the 1 MiB reply differs ({} bytes)",
-                reply.message.len()
-            );
-
-            let replies = client.say_hello_stream("s", 1000).await.expect("stream");
-            assert_eq!(replies.len(), 1000);
-            for (i, reply) in replies.iter().enumerate() {
-                assert_eq!(reply.message, format!("Hello, s! ({}/1000)", i + 1));
-            }
-
-            // 32 tasks × 20 calls at once: HTTP/2 streams multiplexed on the
-            // client's one pooled connection, each answered with its own name.
-            let mut tasks = Vec::new();
-            for t in 0..32 {
-                let mut client = client.clone();
-                tasks.push(
-                    handle
-                        .spawn_stealable(async move {
-                            for i in 0..20 {
-                                let name = format!("task {t} call {i}");
-                                let reply = client.say_hello(&name).await.expect("SayHello");
-                                assert_eq!(reply.message, format!("Hello, {name}!"));
-                            }
-                        })
-                        .expect("spawn"),
-                );
-            }
-            for task in tasks {
-                task.await.expect("caller task");
-            }
-            "done"
+    fds_restored(|| {
+        with_greeter_server(None, |port| {
+            run(move |handle| async move {
+                let client = greeter_client(&handle, port, None);
+                calls_to_tonic(handle, client).await;
+            })
         })
     });
-    assert_eq!(lines, "done");
 }
 
 #[test]
 fn tonic_client_gets_status_codes_from_tonic_server() {
-    with_greeter_server(|port| {
-        let origin = origin(port);
-        run(move |handle| async move {
-            let mut client = GreeterClient::new(&handle, origin);
-            let status = client.say_hello("").await.expect_err("empty name");
-            assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-            assert_eq!(status.message(), "name is empty");
+    fds_restored(|| {
+        with_greeter_server(None, |port| {
+            run(move |handle| statuses_from_tonic(greeter_client(&handle, port, None)))
+        })
+    });
+}
 
-            let status = client
-                .say_hello_stream("too many", greeter::server::MAX_STREAM_REPLIES + 1)
-                .await
-                .expect_err("over the limit");
-            assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
-
-            let reply = client.say_hello("after").await.expect("SayHello");
-            assert_eq!(reply.message, "Hello, after!");
+/// Both sides spargio over TLS: the client offers `h2` and `http/1.1`,
+/// the server's ALPN picks `h2` (`with_greeter_server` checks every
+/// request was HTTP/2), and every call and status arrives as over h2c.
+#[test]
+fn tonic_client_calls_tonic_server_over_tls() {
+    let cert = TestCert::new();
+    fds_restored(|| {
+        with_greeter_server(Some(cert.acceptor()), |port| {
+            let tls = cert.connector();
+            run(move |handle| async move {
+                let client = greeter_client(&handle, port, Some(tls));
+                calls_to_tonic(handle, client.clone()).await;
+                statuses_from_tonic(client).await;
+            })
         })
     });
 }

@@ -1,6 +1,8 @@
 //! The client side: tonic's [`tonic::client::Grpc`] over a
-//! [`spargio_http::Client`] speaking HTTP/2 by prior knowledge (gRPC over
-//! plain `http://`), as a `tonic-build` client would wrap a channel.
+//! [`spargio_http::Client`], as a `tonic-build` client would wrap a
+//! channel: HTTP/2 by prior knowledge for plain `http://`
+//! ([`GreeterClient::new`]), or any client you built, e.g. one with TLS
+//! for `https://` ([`GreeterClient::with_client`]).
 
 use spargio::RuntimeHandle;
 use tonic::client::Grpc;
@@ -18,11 +20,22 @@ pub struct GreeterClient {
 }
 
 impl GreeterClient {
-    /// A client for the server at `origin` (`http://host:port`).
+    /// A client for the server at `origin` (`http://host:port`), over
+    /// plain TCP (h2c).
     pub fn new(handle: &RuntimeHandle, origin: Uri) -> GreeterClient {
         let http = spargio_http::Client::builder(handle)
             .http2_prior_knowledge()
             .build::<tonic::body::Body>();
+        GreeterClient::with_client(http, origin)
+    }
+
+    /// A client for the server at `origin` over `http`: for TLS, a client
+    /// built with `.tls(connector)` and an `https://host:port` origin
+    /// (ALPN picks HTTP/2).
+    pub fn with_client(
+        http: spargio_http::Client<tonic::body::Body>,
+        origin: Uri,
+    ) -> GreeterClient {
         GreeterClient {
             grpc: Grpc::with_origin(http, origin),
         }

@@ -251,9 +251,11 @@ pub fn raw_exchange(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A self-signed certificate for `localhost`: (cert PEM, key PEM).
+/// A self-signed certificate for `localhost` and `127.0.0.1`: (cert PEM,
+/// key PEM).
 pub fn self_signed() -> (String, String) {
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let names = vec!["localhost".into(), "127.0.0.1".into()];
+    let cert = rcgen::generate_simple_self_signed(names).unwrap();
     (cert.cert.pem(), cert.signing_key.serialize_pem())
 }
 

@@ -1,7 +1,9 @@
 """A Python grpcio client for the gRPC interop tests (generic API, no
 generated code).
 
-usage: grpc_client.py PORT CALL...   -- one line of output per CALL:
+usage: grpc_client.py [--tls CAFILE] PORT CALL...   -- one line of output
+per CALL (with --tls, over TLS to 127.0.0.1, trusting CAFILE's PEM
+certificate; the server's must name 127.0.0.1):
     hello:NAME          SayHello          -> "OK <message>"
     big:N               SayHello with an N-character name; the reply is
                         checked in full   -> "OK big <reply length>"
@@ -10,7 +12,7 @@ usage: grpc_client.py PORT CALL...   -- one line of output per CALL:
 A call that fails prints "ERR <status code name> <details>".
 """
 
-import sys
+import argparse
 
 import grpc
 
@@ -57,14 +59,28 @@ def run(channel, call):
     raise ValueError(f"unknown call {call}")
 
 
-def main():
-    port = sys.argv[1]
+def channel(port, ca_file):
+    """A channel to 127.0.0.1:PORT: plain (h2c), or TLS trusting CA_FILE."""
+    target = f"127.0.0.1:{port}"
     options = [("grpc.max_receive_message_length", 8 << 20),
                ("grpc.max_send_message_length", 8 << 20)]
-    with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
-        for call in sys.argv[2:]:
+    if ca_file is None:
+        return grpc.insecure_channel(target, options=options)
+    with open(ca_file, "rb") as f:
+        credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+    return grpc.secure_channel(target, credentials, options=options)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tls", metavar="CAFILE")
+    parser.add_argument("port")
+    parser.add_argument("calls", nargs="*")
+    args = parser.parse_args()
+    with channel(args.port, args.tls) as ch:
+        for call in args.calls:
             try:
-                line = run(channel, call)
+                line = run(ch, call)
             except grpc.RpcError as e:
                 line = f"ERR {e.code().name} {e.details()}"
             print(line, flush=True)

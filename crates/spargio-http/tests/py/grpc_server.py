@@ -1,7 +1,8 @@
 """A Python grpcio greeter server for the gRPC interop tests (generic
 handlers, no generated code).
 
-usage: grpc_server.py   -- listens on 127.0.0.1 (a free port), prints the
+usage: grpc_server.py [--tls CERTFILE KEYFILE]   -- listens on 127.0.0.1 (a
+free port; with --tls, TLS with that PEM certificate and key), prints the
 port when ready, serves until its stdin closes (so it never outlives the
 test that started it).
 
@@ -10,6 +11,7 @@ times "Hello, NAME, from grpcio! (i/COUNT)"; an empty name is
 INVALID_ARGUMENT "name is empty".
 """
 
+import argparse
 import sys
 from concurrent import futures
 
@@ -36,7 +38,24 @@ def say_hello_stream(request, context):
         yield f"{hello} ({i}/{count})"
 
 
+def add_port(server, tls):
+    """Listens on a free port of 127.0.0.1: plain (h2c), or TLS with the
+    PEM certificate and key files TLS names; returns the port."""
+    if tls is None:
+        return server.add_insecure_port("127.0.0.1:0")
+    cert_file, key_file = tls
+    with open(cert_file, "rb") as f:
+        cert = f.read()
+    with open(key_file, "rb") as f:
+        key = f.read()
+    credentials = grpc.ssl_server_credentials([(key, cert)])
+    return server.add_secure_port("127.0.0.1:0", credentials)
+
+
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tls", nargs=2, metavar=("CERTFILE", "KEYFILE"))
+    args = parser.parse_args()
     handlers = {
         "SayHello": grpc.unary_unary_rpc_method_handler(
             say_hello, request_deserializer=decode_request,
@@ -50,7 +69,7 @@ def main():
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=options)
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler("helloworld.Greeter", handlers),))
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = add_port(server, args.tls)
     server.start()
     print(port, flush=True)
     sys.stdin.read()
