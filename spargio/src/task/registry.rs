@@ -22,38 +22,53 @@ use std::task::Waker;
 
 use slab::Slab;
 
-use super::run_state::RunState;
+use super::meta::TaskMeta;
 use super::spawn::Runnable;
 use crate::diag::TaskState;
 
 /// What the registry keeps per live task: its waker (shutdown and abort
-/// wake it), what a task dump shows of it, and where its run state lives.
+/// wake it) and what a task dump shows of it, the rest of which it reads
+/// from the task's header.
 #[derive(Clone, Debug)]
 pub(crate) struct TaskEntry {
     waker: Waker,
-    info: TaskInfo,
-    state: StatePtr,
+    meta: MetaPtr,
+    /// Coarse monotonic ns at spawn.
+    born: u64,
+    /// Spawned by a `spawn_local` path (`!Send` allowed).
+    local: bool,
 }
 
-/// The task's [`RunState`], in its allocation's header.
+/// The task's [`TaskMeta`], in its allocation's header.
 #[derive(Clone, Copy, Debug)]
-struct StatePtr(NonNull<RunState>);
+struct MetaPtr(NonNull<TaskMeta>);
 
-// SAFETY: `StatePtr` is only dereferenced by `TaskEntry::state` for a
-// shared reference to atomics (`RunState` is `Sync`), from any thread.
-unsafe impl Send for StatePtr {}
+// SAFETY: `MetaPtr` is only dereferenced by `TaskEntry::meta`, for a
+// shared reference; `TaskMeta` is `Sync` (atomics, an `Arc`, `'static`
+// references), so that reference may be used from any thread.
+unsafe impl Send for MetaPtr {}
 // SAFETY: as for `Send`.
-unsafe impl Sync for StatePtr {}
+unsafe impl Sync for MetaPtr {}
+
+/// A task's identity for dumps (`dump.rs`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TaskInfo {
+    pub(crate) location: &'static std::panic::Location<'static>,
+    pub(crate) kind: super::meta::TaskKind,
+    pub(crate) local: bool,
+    pub(crate) born: u64,
+}
 
 impl TaskEntry {
-    /// The entry for the task `runnable` runs: its waker and its run state
-    /// come from the same task, which is what makes [`TaskEntry::state`]
+    /// The entry for the task `runnable` runs: its waker and its header
+    /// come from the same task, which is what makes [`TaskEntry::meta`]
     /// sound.
-    pub(crate) fn new(runnable: &Runnable, info: TaskInfo) -> TaskEntry {
+    pub(crate) fn new(runnable: &Runnable, local: bool) -> TaskEntry {
         TaskEntry {
             waker: runnable.waker(),
-            info,
-            state: StatePtr(NonNull::from(&runnable.metadata().run_state)),
+            meta: MetaPtr(NonNull::from(runnable.metadata())),
+            born: crate::diag::coarse_ns(),
+            local,
         }
     }
 
@@ -62,31 +77,30 @@ impl TaskEntry {
         self.waker.wake();
     }
 
-    pub(crate) fn info(&self) -> TaskInfo {
-        self.info
-    }
-
-    /// Scheduled, running or idle.
-    pub(crate) fn state(&self) -> TaskState {
-        // SAFETY: the run state lives in the header of the task allocation
+    fn meta(&self) -> &TaskMeta {
+        // SAFETY: the metadata lives in the header of the task allocation
         // that `self.waker` references (`new` takes both from one
         // runnable, and the fields are private to this module). A waker
         // holds a reference count on that allocation, and async-task frees
         // the header only when the last reference is gone, so the pointer
         // is valid for as long as `self` is.
-        unsafe { self.state.0.as_ref() }.get()
+        unsafe { self.meta.0.as_ref() }
     }
-}
 
-/// A task's identity for dumps (`dump.rs`).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct TaskInfo {
-    pub(crate) location: &'static std::panic::Location<'static>,
-    pub(crate) kind: super::meta::TaskKind,
-    /// Spawned by a `spawn_local` path (`!Send` allowed).
-    pub(crate) local: bool,
-    /// Coarse monotonic ns at spawn.
-    pub(crate) born: u64,
+    pub(crate) fn info(&self) -> TaskInfo {
+        let meta = self.meta();
+        TaskInfo {
+            location: meta.location,
+            kind: meta.kind,
+            local: self.local,
+            born: self.born,
+        }
+    }
+
+    /// Scheduled, running or idle.
+    pub(crate) fn state(&self) -> TaskState {
+        self.meta().run_state.get()
+    }
 }
 
 /// The registry; `V` is what is kept per task (a [`TaskEntry`]; the loom

@@ -7,7 +7,7 @@ use async_task::{Builder, WithInfo};
 
 use super::harness::Harness;
 use super::meta::{TaskKind, TaskMeta};
-use super::registry::{TaskEntry, TaskInfo};
+use super::registry::TaskEntry;
 use super::JoinHandle;
 use crate::error::RuntimeError;
 use crate::scheduler::{self, Shared};
@@ -74,13 +74,7 @@ where
                     WithInfo(scheduler::schedule),
                 )
             };
-            let info = TaskInfo {
-                location,
-                kind,
-                local,
-                born: crate::diag::coarse_ns(),
-            };
-            let entry = TaskEntry::new(&runnable, info);
+            let entry = TaskEntry::new(&runnable, local);
             ((runnable, task), entry)
         })
         .ok_or(RuntimeError::Shutdown)?;
