@@ -327,3 +327,46 @@ fn operations_in_flight_are_counted_by_opcode() {
         h.stats_snapshot().ops_in_flight().is_empty()
     });
 }
+
+#[test]
+fn the_local_queue_depth_shows_pinned_tasks_waiting_on_their_shard() {
+    common::within_hang_bound(|| {
+        // A pass runs at most 8 tasks; each queued task takes 2 ms, so a
+        // hundred of them keep the shard's own queue busy for a while.
+        let rt = spargio::Runtime::builder()
+            .shards(2)
+            .steal_budget(8)
+            .build()
+            .unwrap();
+        let h = rt.handle();
+        let h2 = h.clone();
+        let spawner = h
+            .spawn_pinned(1, async move {
+                (0..100)
+                    .map(|_| {
+                        h2.spawn_pinned(1, async {
+                            std::thread::sleep(Duration::from_millis(2));
+                        })
+                        .unwrap()
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap();
+        let tasks = block_on(spawner).unwrap();
+        wait_until("pinned tasks seen queued on shard 1", || {
+            let stats = h.stats_snapshot();
+            assert_eq!(stats.shards[0].local_queue_depth, 0);
+            stats.shards[1].local_queue_depth > 0
+        });
+        assert!(h
+            .stats_snapshot()
+            .to_prometheus_text()
+            .contains("# TYPE spargio_local_queue_depth gauge"));
+        for t in tasks {
+            block_on(t).unwrap();
+        }
+        wait_until("the queue drained", || {
+            h.stats_snapshot().shards[1].local_queue_depth == 0
+        });
+    });
+}

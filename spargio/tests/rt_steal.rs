@@ -44,6 +44,13 @@ fn stealable_work_moves_off_a_blocked_shard() {
     assert!(ran_on.iter().all(|&s| s == 1), "{ran_on:?}");
     let stats = h.stats_snapshot();
     assert!(stats.totals.stealable_stolen > 0 || stats.shards[1].counters.stealable_executed >= 64);
+    // Every task steered to shard 0 left it by a steal (the rest were
+    // steered to shard 1 at spawn), and steals out of shard 0 are steals
+    // into shard 1, task for task.
+    let out = stats.shards[0].counters.stealable_stolen_from;
+    assert_eq!(out, stats.shards[0].counters.spawn_stealable, "{stats:?}");
+    assert_eq!(stats.shards[1].counters.stealable_stolen, out);
+    assert_eq!(stats.shards[1].counters.stealable_stolen_from, 0);
 }
 
 /// A pinned task for a blocked shard waits for it; it is never run by the

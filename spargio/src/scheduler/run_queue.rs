@@ -93,6 +93,11 @@ impl RunQueue {
         }
     }
 
+    /// Pinned tasks queued, plus the LIFO slot's task if any.
+    pub(crate) fn local_len(&self, lifo: &LifoSlot) -> usize {
+        self.pinned.borrow().len() + usize::from(!lifo.is_empty())
+    }
+
     pub(crate) fn is_empty(&self, lifo: &LifoSlot) -> bool {
         lifo.is_empty() && self.pinned.borrow().is_empty() && self.deque.is_empty()
     }

@@ -53,6 +53,9 @@ pub(crate) struct ShardShared {
     /// Direct messages to this shard sent and not yet consumed (in flight
     /// in the kernel or queued as events); bounded like a mailbox.
     pub(crate) direct_msgs: AtomicUsize,
+    /// Pinned tasks in the shard's own queue plus its LIFO slot, as the
+    /// shard last saw them (published once per scheduler pass).
+    pub(crate) local_depth: AtomicUsize,
     pub(crate) features: OnceLock<RingFeatures>,
     pub(crate) timers: ShardTimers,
 }
@@ -72,6 +75,7 @@ impl ShardShared {
             ops: OpTable::default(),
             external_msgs: AtomicUsize::new(0),
             direct_msgs: AtomicUsize::new(0),
+            local_depth: AtomicUsize::new(0),
             parked_since: AtomicU64::new(0),
             poll_times: crate::stats::PollTimes::default(),
             features: OnceLock::new(),
@@ -257,6 +261,7 @@ impl Shared {
                 timer_capacity,
                 live_tasks: shard.registry.len(),
                 queue_depth: shard.stealable_backlog(),
+                local_queue_depth: shard.local_depth.load(Ordering::Relaxed),
                 command_depth: shard.inbox.len(),
                 pending_native_ops: shard.ops.pending(),
                 ops_in_flight: crate::stats::ops_in_flight(&shard.ops.by_opcode()),

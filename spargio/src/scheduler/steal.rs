@@ -149,6 +149,11 @@ impl Worker {
         let moved = deque.len().saturating_sub(before) + 1;
         Counters::bump_local(&counters.steal_success);
         Counters::add_local(&counters.stealable_stolen, moved as u64);
+        // Relaxed: a counter; the victim's, which other thieves bump too.
+        shard
+            .counters
+            .stealable_stolen_from
+            .fetch_add(moved as u64, Ordering::Relaxed);
         self.queue.push_back(r);
         if shard.stealable_backlog() > cfg.locality_margin {
             self.shared.idle.wake_one(&self.shared, self.id);
@@ -185,6 +190,9 @@ impl Worker {
                     if since.elapsed() >= LIFO_RESCUE_AFTER {
                         st.lifo_watch[v] = None;
                         if let Some(r) = shard.lifo.take() {
+                            if r.metadata().kind == TaskKind::Stealable {
+                                Counters::bump_shared(&shard.counters.stealable_stolen_from);
+                            }
                             return Some(r);
                         }
                     }

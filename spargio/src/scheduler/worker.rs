@@ -285,6 +285,10 @@ impl Worker {
             self.run_task(r, origin);
             ran += 1;
         }
+        // For the stats: what is left queued after the pass. Relaxed: a
+        // gauge; one store per pass.
+        let depth = self.queue.local_len(&self.me().lifo);
+        self.me().local_depth.store(depth, Ordering::Relaxed);
         ran
     }
 

@@ -97,6 +97,9 @@ counters! {
         stealable_executed,
         /// Stealable tasks this shard took from another shard's queues.
         stealable_stolen,
+        /// Stealable tasks other shards took from this shard's queues
+        /// (steals out; `stealable_stolen` counts steals in).
+        stealable_stolen_from,
         /// Stealable tasks this shard ran from its own queues.
         stealable_local_hits,
         /// Victim scans made while looking for work.
@@ -212,6 +215,9 @@ pub struct ShardStats {
     pub counters: CounterTotals,
     /// Stealable tasks queued on this shard (deque plus injector).
     pub queue_depth: usize,
+    /// Pinned tasks queued on this shard, plus the task in its LIFO slot,
+    /// as of the shard's last scheduler pass.
+    pub local_queue_depth: usize,
     /// Commands (remote wakes of pinned tasks, outside messages) waiting in
     /// the inbox.
     pub command_depth: usize,

@@ -55,6 +55,11 @@ const SHARD_GAUGES: &[ShardGauge] = &[
         |s| s.queue_depth as u64,
     ),
     (
+        "spargio_local_queue_depth",
+        "Pinned tasks queued on the shard, plus its LIFO slot's task (as of its last scheduler pass).",
+        |s| s.local_queue_depth as u64,
+    ),
+    (
         "spargio_command_depth",
         "Commands (remote wakes of pinned tasks, outside messages) waiting in the shard's inbox.",
         |s| s.command_depth as u64,
