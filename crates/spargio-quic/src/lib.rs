@@ -41,6 +41,7 @@ mod legacy;
 mod metrics;
 mod native;
 mod options;
+mod prometheus;
 mod stream;
 mod util;
 
@@ -65,6 +66,7 @@ pub use native::{
     NativeProtoTransportTuning, NATIVE_EVENT_CAPACITY,
 };
 pub use options::{QuicBackend, QuicEndpointOptions};
+pub use prometheus::prometheus_text;
 pub use quinn;
 pub use quinn_proto::{ApplicationClose, ConnectionError};
 pub use stream::{QuicRecvStream, QuicSendStream};

@@ -5,11 +5,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 macro_rules! metrics {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+    ($($(#[doc = $doc:literal])* $name:ident),* $(,)?) => {
         /// A snapshot of an endpoint's counters (see [`QuicMetrics`]).
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         pub struct QuicMetricsSnapshot {
-            $($(#[$doc])* pub $name: u64,)*
+            $($(#[doc = $doc])* pub $name: u64,)*
+        }
+
+        impl QuicMetricsSnapshot {
+            /// Every counter as (name, help, value), for exporters.
+            pub(crate) fn each(&self, mut f: impl FnMut(&'static str, &'static str, u64)) {
+                $(f(stringify!($name), concat!($($doc),*), self.$name);)*
+            }
         }
 
         #[derive(Debug, Default)]

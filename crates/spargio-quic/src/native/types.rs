@@ -155,11 +155,18 @@ impl DriverCounters {
 }
 
 macro_rules! counters {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+    ($($(#[doc = $doc:literal])* $name:ident),* $(,)?) => {
         /// A snapshot of one driver's counters.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         pub struct NativeProtoStats {
-            $($(#[$doc])* pub $name: u64,)*
+            $($(#[doc = $doc])* pub $name: u64,)*
+        }
+
+        impl NativeProtoStats {
+            /// Every counter as (name, help, value), for exporters.
+            pub(crate) fn each(&self, mut f: impl FnMut(&'static str, &'static str, u64)) {
+                $(f(stringify!($name), concat!($($doc),*), self.$name);)*
+            }
         }
 
         #[derive(Debug, Default)]
