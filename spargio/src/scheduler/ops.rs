@@ -162,11 +162,17 @@ impl Worker {
     }
 
     /// Counts the ring's signs of pressure, and says once per shard that
-    /// the rings are too small.
+    /// the rings are too small (every loop turn calls it: the quiet case
+    /// is one test, inlined).
+    #[inline]
     pub(super) fn note_ring_health(&self, health: RingHealth) {
-        if health == RingHealth::default() {
-            return;
+        if health.cq_overflows | health.sq_full | health.sq_backlogged != 0 {
+            self.count_ring_pressure(health);
         }
+    }
+
+    #[cold]
+    fn count_ring_pressure(&self, health: RingHealth) {
         let counters = self.counters();
         Counters::add_local(&counters.cq_overflows, health.cq_overflows);
         Counters::add_local(&counters.sq_full, health.sq_full);
