@@ -369,7 +369,11 @@ impl SpargioStealable {
         let handle = rt.handle();
         let (ends, (peer_rx, peer_tx)) = tokio_channels();
         // Ends when the driver's sender is dropped with `ends`.
-        drop(handle.spawn_stealable(tokio_peer(peer_rx, peer_tx)).expect("spawn peer"));
+        drop(
+            handle
+                .spawn_stealable(tokio_peer(peer_rx, peer_tx))
+                .expect("spawn peer"),
+        );
         SpargioStealable {
             _rt: rt,
             handle,
