@@ -10,8 +10,10 @@
 //!   ([module docs](server)). gRPC runs over h2c or over TLS
 //!   ([`Serve::tls`]: ALPN `h2`).
 //! * [`Client`]: hyper-util's pooled client over spargio TCP and TLS
-//!   connections, HTTP/1.1 and HTTP/2 ([module docs](client)); tonic's
-//!   `Grpc::with_origin(client, "https://..")` makes a gRPC client of it.
+//!   connections, HTTP/1.1 and HTTP/2 ([module docs](client)).
+//! * `grpc::Channel` (feature `grpc`): the client as a tonic channel, for
+//!   generated gRPC clients, with connect failures reported as
+//!   `UNAVAILABLE`.
 //! * [`ws`]: WebSocket upgrades in axum handlers (axum's own extractor
 //!   needs Tokio).
 //! * [`rt`]: hyper's runtime traits (executor, timer, I/O) on spargio,
@@ -28,6 +30,8 @@
 )]
 
 pub mod client;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod rt;
 pub mod server;
 mod timeout;

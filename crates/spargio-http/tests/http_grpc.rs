@@ -564,3 +564,45 @@ fn tonic_client_calls_tonic_server_over_tls() {
         })
     });
 }
+
+// ===== failures the channel maps =====
+
+/// A server that is not there is `UNAVAILABLE` (what gRPC clients
+/// retry), plain and over TLS; a server that accepts and never answers,
+/// with a request timeout, is `CANCELLED` (tonic's own channel reports its
+/// timeouts so).
+#[test]
+fn unreachable_is_unavailable_and_a_timeout_is_cancelled() {
+    let cert = TestCert::new();
+    fds_restored(|| {
+        // A port nobody listens on: bound, then closed.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        // A listener that never answers (the kernel completes the TCP
+        // handshake; nobody speaks HTTP/2).
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let silent_port = silent.local_addr().unwrap().port();
+        let tls = cert.connector();
+        run(move |handle| async move {
+            let mut plain = greeter_client(&handle, port, None);
+            let status = plain.say_hello("anyone").await.expect_err("nobody listens");
+            assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+            let mut secure = greeter_client(&handle, port, Some(tls));
+            let status = secure
+                .say_hello("anyone")
+                .await
+                .expect_err("nobody listens");
+            assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+
+            let http = spargio_http::Client::builder(&handle)
+                .http2_prior_knowledge()
+                .request_timeout(Some(Duration::from_millis(200)))
+                .build::<tonic::body::Body>();
+            let mut slow = GreeterClient::with_client(http, origin(silent_port, false));
+            let status = slow.say_hello("anyone").await.expect_err("no answer");
+            assert_eq!(status.code(), Code::Cancelled, "{status:?}");
+        });
+        drop(silent);
+    });
+}

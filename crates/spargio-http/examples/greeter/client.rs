@@ -1,10 +1,11 @@
 //! The client side: tonic's [`tonic::client::Grpc`] over a
-//! [`spargio_http::Client`], as a `tonic-build` client would wrap a
+//! [`spargio_http::grpc::Channel`], as a `tonic-build` client wraps a
 //! channel: HTTP/2 by prior knowledge for plain `http://`
-//! ([`GreeterClient::new`]), or any client you built, e.g. one with TLS
-//! for `https://` ([`GreeterClient::with_client`]).
+//! ([`GreeterClient::new`]), or over any client you built, e.g. one with
+//! TLS for `https://` ([`GreeterClient::with_client`]).
 
 use spargio::RuntimeHandle;
+use spargio_http::grpc::Channel;
 use tonic::client::Grpc;
 use tonic::codegen::http::uri::{PathAndQuery, Uri};
 use tonic::Status;
@@ -16,17 +17,16 @@ use super::{SAY_HELLO, SAY_HELLO_STREAM};
 /// A greeter client for one server (clones share its connection).
 #[derive(Clone, Debug)]
 pub struct GreeterClient {
-    grpc: Grpc<spargio_http::Client<tonic::body::Body>>,
+    grpc: Grpc<Channel>,
 }
 
 impl GreeterClient {
     /// A client for the server at `origin` (`http://host:port`), over
     /// plain TCP (h2c).
     pub fn new(handle: &RuntimeHandle, origin: Uri) -> GreeterClient {
-        let http = spargio_http::Client::builder(handle)
-            .http2_prior_knowledge()
-            .build::<tonic::body::Body>();
-        GreeterClient::with_client(http, origin)
+        GreeterClient {
+            grpc: Grpc::with_origin(Channel::h2c(handle), origin),
+        }
     }
 
     /// A client for the server at `origin` over `http`: for TLS, a client
@@ -37,7 +37,7 @@ impl GreeterClient {
         origin: Uri,
     ) -> GreeterClient {
         GreeterClient {
-            grpc: Grpc::with_origin(http, origin),
+            grpc: Grpc::with_origin(Channel::new(http), origin),
         }
     }
 

@@ -324,6 +324,12 @@ impl Error {
         self.kind == Kind::Connect
     }
 
+    /// A timeout that passed while connecting (not while waiting for the
+    /// response).
+    pub(crate) fn is_connect_timeout(&self) -> bool {
+        self.kind == Kind::Timeout && self.source.is_some()
+    }
+
     /// The request could not be built (bad URI, method or header).
     pub fn is_invalid(&self) -> bool {
         self.kind == Kind::Invalid
