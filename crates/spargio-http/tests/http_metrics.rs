@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -31,27 +29,7 @@ fn metrics_app(_: AppState) -> Router {
 
 /// The families `prometheus_client` parsed from `text`.
 fn parse(text: &str) -> serde_json::Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/parse_metrics.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "prometheus_client refused the exposition: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_str(&spargio_test_peers::parse_prometheus_text(text)).unwrap()
 }
 
 #[test]

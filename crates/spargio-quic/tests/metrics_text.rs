@@ -6,9 +6,6 @@
 mod common;
 mod support;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use spargio::RuntimeHandle;
 use spargio_quic::{prometheus_text, QuicEndpointOptions};
 use spargio_test_peers::{require_peer, Peer};
@@ -58,34 +55,11 @@ async fn endpoint_and_driver_counters_are_exported(handle: RuntimeHandle) {
     parse_with_prometheus_client(&text);
 }
 
-/// Runs the HTTP crate's parser script over `text`: a malformed exposition
-/// fails it.
+/// Python's `prometheus_client` parses `text` (a malformed exposition
+/// fails the test).
 fn parse_with_prometheus_client(text: &str) {
     require_peer!(Peer::PythonPrometheusClient);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../spargio-http/tests/py/parse_metrics.py"
-    );
-    let mut child = Command::new("python3")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "prometheus_client refused the text: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let parsed = String::from_utf8(out.stdout).unwrap();
+    let parsed = spargio_test_peers::parse_prometheus_text(text);
     assert!(
         parsed.contains("\"spargio_quic_driver_bytes_sent\""),
         "{parsed}"

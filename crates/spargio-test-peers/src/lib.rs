@@ -265,3 +265,43 @@ macro_rules! require_peer {
         )+
     };
 }
+
+/// Parses Prometheus text exposition with Python `prometheus_client`'s
+/// parser (the reference implementation) and returns, as JSON, each
+/// family's type, help and samples: `{family: {"type": t, "help": h,
+/// "samples": [[name, labels, value], ...]}}`. Panics, with the parser's
+/// error, when it refuses the text. Needs [`Peer::PythonPrometheusClient`].
+pub fn parse_prometheus_text(text: &str) -> String {
+    const SCRIPT: &str = "\
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+families = {}
+for family in text_string_to_metric_families(sys.stdin.read()):
+    families[family.name] = {
+        'type': family.type,
+        'help': family.documentation,
+        'samples': [[s.name, s.labels, s.value] for s in family.samples],
+    }
+json.dump(families, sys.stdout)
+";
+    assert_present(Peer::PythonPrometheusClient);
+    let mut child = Command::new("python3")
+        .args(["-c", SCRIPT])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    stdin
+        .write_all(text.as_bytes())
+        .expect("write the exposition");
+    drop(stdin);
+    let out = child.wait_with_output().expect("python3 ran");
+    assert!(
+        out.status.success(),
+        "prometheus_client refused the exposition: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("JSON is UTF-8")
+}
