@@ -5,7 +5,6 @@
 
 mod common;
 
-
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
