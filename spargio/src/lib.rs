@@ -47,6 +47,17 @@
 //! See `DESIGN.md`-level notes in each module's header for how the parts
 //! work: `scheduler` (shard loop, stealing), `driver` (rings, parking),
 //! `messaging` (mailboxes and doorbells), `task` (spawning, join handles).
+//!
+//! ## Cargo features
+//!
+//! * `macros`: `#[spargio::main]` and `#[spargio::test]`.
+//! * `tokio-io`: tokio's `AsyncRead`/`AsyncWrite` on `io::Compat`, for
+//!   crates written against tokio's I/O traits.
+//! * `tracing`: a `TRACE` span per task (target `spargio::task`, entered
+//!   on each poll), and the runtime's events (stalls, ring pressure,
+//!   backpressure, shard failures) through `tracing` instead of `log`.
+//! * `uring-native`: accepted for the reference crate's install line; the
+//!   native io_uring API is always on.
 
 #![warn(
     missing_docs,
