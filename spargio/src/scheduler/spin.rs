@@ -32,6 +32,14 @@
 //!   nothing. The window starts at the configured `spin_before_park`.
 //! * **Searcher bound** (in `worker.rs`, from tokio's): at most half the
 //!   shards spin at once; the others park straight away.
+//! * **Yield, not spin, when contended** (`Worker::yield_for_work`): a
+//!   contended shard gives its CPU away twice (`sched_yield`), looking for
+//!   work after each, before it parks. Whoever runs meanwhile is often the
+//!   peer producing our next request; when it arrives the shard is still
+//!   runnable, with no kernel wakeup (and, on a VM, no exit from halt) to
+//!   pay. Measured under axum + wrk on two shared cores: parks per request
+//!   0.07 → 0, server CPU per request −12% (keep-alive) and −9% (churn),
+//!   throughput the same or better.
 //!
 //! A base of zero disables spinning altogether.
 
@@ -116,6 +124,11 @@ impl AdaptiveSpin {
             return Duration::ZERO;
         }
         self.current.get()
+    }
+
+    /// True while the shard's CPU is contended (the last `window` said so).
+    pub(super) fn contended(&self) -> bool {
+        !self.base.is_zero() && self.pressure.get() > CONTENDED
     }
 
     /// Folds a sample of the run-delay counter into the pressure.
@@ -215,6 +228,18 @@ mod tests {
             s.observe(ms(i), delay);
         }
         assert!(s.pressure.get() <= CONTENDED);
+        assert!(!s.contended());
+    }
+
+    #[test]
+    fn contended_follows_the_pressure_and_never_holds_without_a_spin() {
+        let s = AdaptiveSpin::new(Duration::from_micros(50));
+        assert!(!s.contended());
+        s.pressure.set(CONTENDED + 1);
+        assert!(s.contended());
+        let off = AdaptiveSpin::new(Duration::ZERO);
+        off.pressure.set(PRESSURE_ONE);
+        assert!(!off.contended(), "spin_before_park(0) means park at once");
     }
 
     #[test]
