@@ -78,12 +78,12 @@ impl TaskEntry {
     }
 
     fn meta(&self) -> &TaskMeta {
-        // SAFETY: the metadata lives in the header of the task allocation
-        // that `self.waker` references (`new` takes both from one
-        // runnable, and the fields are private to this module). A waker
-        // holds a reference count on that allocation, and async-task frees
-        // the header only when the last reference is gone, so the pointer
-        // is valid for as long as `self` is.
+        // The metadata lives in the header of the task allocation that
+        // `self.waker` references (`new` takes both from one runnable, and
+        // the fields are private to this module). async-task frees the
+        // header only when the last reference is gone.
+        // SAFETY: `self.waker` holds a reference on that allocation, so the
+        // pointer is valid (and the `Sync` metadata shareable) while `self` is.
         unsafe { self.meta.0.as_ref() }
     }
 
