@@ -57,7 +57,6 @@ use io_uring::squeue;
 
 use crate::shard_id::ShardId;
 
-/// One shard's driver (module docs).
 /// Signs of a ring too small for its load, counted by the driver and taken
 /// by the worker into its counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -71,6 +70,7 @@ pub(crate) struct RingHealth {
     pub(crate) sq_backlogged: u64,
 }
 
+/// One shard's driver (module docs).
 #[derive(Debug)]
 pub(crate) enum Driver {
     Uring(UringDriver),
