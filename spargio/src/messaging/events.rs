@@ -220,7 +220,7 @@ impl Worker {
             self.shared
                 .mail
                 .get(from, self.id)
-                .is_some_and(|m| m.len() > 0)
+                .is_some_and(|m| m.has_next())
         })
     }
 

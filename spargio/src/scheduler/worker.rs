@@ -140,17 +140,20 @@ impl Worker {
     pub(crate) fn run(&self) {
         let _enter = context::enter(self);
         let ran = catch_unwind(AssertUnwindSafe(|| {
+            // Every source was polled since the last task ran: the idle
+            // loop that found work has just done step 1 and 2.
+            let mut fresh = false;
             while !self.shared.is_closing() {
-                self.maintenance();
+                if !fresh {
+                    self.maintenance();
+                }
                 let ran = self.run_batch();
                 let more = !self.queue.is_empty(&self.me().lifo);
                 // About to idle: leave the batch's SQEs for the park's
                 // `io_uring_enter`, which submits and waits in one call.
                 // Doorbells still go out now (another shard waits on them).
                 self.push_doorbells(more);
-                if ran == 0 && !more && !self.steal_work() {
-                    self.idle();
-                }
+                fresh = !more && self.idle(ran == 0);
             }
         }));
         if ran.is_err() {
@@ -286,9 +289,14 @@ impl Worker {
             ran += 1;
         }
         // For the stats: what is left queued after the pass. Relaxed: a
-        // gauge; one store per pass.
+        // gauge, and this thread its only writer. Stored only when it
+        // changed: the line is shared with fields other shards read on
+        // every idle round, and a store would take it from them.
         let depth = self.queue.local_len(&self.me().lifo);
-        self.me().local_depth.store(depth, Ordering::Relaxed);
+        let gauge = &self.me().local_depth;
+        if gauge.load(Ordering::Relaxed) != depth {
+            gauge.store(depth, Ordering::Relaxed);
+        }
         ran
     }
 
@@ -434,18 +442,26 @@ impl Worker {
         }
     }
 
-    /// Step 5, idle half: spin, then park.
+    /// Step 5: steal, else spin, then park. `polled`: every source was
+    /// polled since the last task ran (the loop's step 1 and 2 found
+    /// nothing to run), so the first look goes to other shards' work.
+    /// Returns true when it found work right after polling every source,
+    /// so the loop can skip its next step 1 and 2.
     ///
     /// The first `HOT_POLLS` polls stay `RUNNING`: most idle gaps in a
     /// message exchange are shorter than that, and publishing `SPINNING`
     /// costs two shared read-modify-writes each way. Staying `RUNNING` is
     /// safe: producers then skip the doorbell, and we poll every source
     /// anyway before going through the full handshake in `park`.
-    fn idle(&self) {
+    fn idle(&self, polled: bool) -> bool {
         const HOT_POLLS: u32 = 32;
+        const FULL_POLL_EVERY: u32 = 16;
+        if (!polled && self.poll_sources()) || self.steal_work() {
+            return true;
+        }
         let mut spin = self.spin.window();
         if spin.is_zero() && self.spin.contended() && self.yield_for_work() {
-            return;
+            return true;
         }
         if spin.is_zero() {
             // No spin: straight to the park, whose re-check covers every
@@ -454,14 +470,26 @@ impl Worker {
             self.me().wake.set_spinning();
             self.shared.idle.spin_begin();
             self.park();
-            return;
+            return false;
         }
-        let start = Instant::now();
+        // The spin's clock starts at its first check (`HOT_POLLS` polls
+        // in), not here: most gaps end before that and need no clock read.
+        let mut start = None;
         let mut published = false;
         let mut polls = 0u32;
-        loop {
-            if self.poll_sources() || self.steal_work() {
-                break;
+        let fresh = loop {
+            std::hint::spin_loop();
+            // A full poll of every source only when a load says one has
+            // something (and every `FULL_POLL_EVERY` rounds regardless):
+            // the round stays short, so a message is seen sooner.
+            let full = polls % FULL_POLL_EVERY == 0 || self.sources_ready();
+            let found = if full {
+                self.poll_sources()
+            } else {
+                !self.me().inject.is_empty() || self.shared.is_closing()
+            };
+            if found || self.steal_work() {
+                break full;
             }
             polls = polls.wrapping_add(1);
             if self.oversubscribed {
@@ -480,17 +508,30 @@ impl Worker {
                     self.shared.idle.spin_begin();
                     published = true;
                 }
+                let start = *start.get_or_insert_with(Instant::now);
                 if spin.is_zero() || start.elapsed() >= spin {
                     self.park();
-                    return;
+                    return false;
                 }
             }
-            std::hint::spin_loop();
-        }
+        };
         if published {
             self.me().wake.set_running();
             self.shared.idle.spin_end();
         }
+        fresh
+    }
+
+    /// Loads only: true when a full poll of the sources (step 1 and 2)
+    /// would find something. What it misses, the spin's periodic full
+    /// poll and the park's handshake catch.
+    fn sources_ready(&self) -> bool {
+        !self.me().inbox.is_empty()
+            || self.events_pending()
+            || self.timer_due()
+            || self.direct_retries_pending()
+            || self.coalesced_pending()
+            || self.driver.borrow_mut().poll_would_progress()
     }
 
     /// On a contended CPU, instead of spinning: gives the CPU away a few
