@@ -136,17 +136,6 @@ impl Driver {
         }
     }
 
-    /// True when [`Driver::poll`] could find or make progress: a CQE to
-    /// reap, SQEs or deferred task work to hand the kernel, or (epoll) fds
-    /// to ask about, which only a syscall can answer. Loads only: a
-    /// spinning shard calls it between full polls.
-    pub(crate) fn poll_would_progress(&mut self) -> bool {
-        match self {
-            Driver::Uring(d) => d.poll_would_progress(),
-            Driver::Epoll(d) => d.poll_would_progress(),
-        }
-    }
-
     /// Records completions without blocking; returns how many.
     pub(crate) fn poll(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
         match self {

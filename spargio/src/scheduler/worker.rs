@@ -455,7 +455,6 @@ impl Worker {
     /// anyway before going through the full handshake in `park`.
     fn idle(&self, polled: bool) -> bool {
         const HOT_POLLS: u32 = 32;
-        const FULL_POLL_EVERY: u32 = 16;
         if (!polled && self.poll_sources()) || self.steal_work() {
             return true;
         }
@@ -477,19 +476,14 @@ impl Worker {
         let mut start = None;
         let mut published = false;
         let mut polls = 0u32;
-        let fresh = loop {
+        loop {
+            // A full poll each round. (A round of loads only, with a full
+            // poll when one saw something, measured slower on a cross-shard
+            // round trip: the faster reads of the peer's lines slow the
+            // peer's writes to them.)
             std::hint::spin_loop();
-            // A full poll of every source only when a load says one has
-            // something (and every `FULL_POLL_EVERY` rounds regardless):
-            // the round stays short, so a message is seen sooner.
-            let full = polls % FULL_POLL_EVERY == 0 || self.sources_ready();
-            let found = if full {
-                self.poll_sources()
-            } else {
-                !self.me().inject.is_empty() || self.shared.is_closing()
-            };
-            if found || self.steal_work() {
-                break full;
+            if self.poll_sources() || self.steal_work() {
+                break;
             }
             polls = polls.wrapping_add(1);
             if self.oversubscribed {
@@ -514,24 +508,12 @@ impl Worker {
                     return false;
                 }
             }
-        };
+        }
         if published {
             self.me().wake.set_running();
             self.shared.idle.spin_end();
         }
-        fresh
-    }
-
-    /// Loads only: true when a full poll of the sources (step 1 and 2)
-    /// would find something. What it misses, the spin's periodic full
-    /// poll and the park's handshake catch.
-    fn sources_ready(&self) -> bool {
-        !self.me().inbox.is_empty()
-            || self.events_pending()
-            || self.timer_due()
-            || self.direct_retries_pending()
-            || self.coalesced_pending()
-            || self.driver.borrow_mut().poll_would_progress()
+        true
     }
 
     /// On a contended CPU, instead of spinning: gives the CPU away a few

@@ -635,11 +635,6 @@ impl EpollDriver {
     }
 
     /// True when completions wait to be collected.
-    /// See [`crate::driver::Driver::poll_would_progress`].
-    pub(crate) fn poll_would_progress(&self) -> bool {
-        self.fd_waiters > 0 || self.has_completions()
-    }
-
     pub(crate) fn has_completions(&self) -> bool {
         !self.posted.is_empty()
             || !self.again.is_empty()

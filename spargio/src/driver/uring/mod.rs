@@ -188,11 +188,6 @@ impl UringDriver {
         self.reap(ops, out)
     }
 
-    /// See [`super::Driver::poll_would_progress`].
-    pub(crate) fn poll_would_progress(&mut self) -> bool {
-        !self.backlog.is_empty() || self.ring.needs_enter() || self.ring.has_completions()
-    }
-
     /// True when a CQE (a doorbell, a completion) is waiting to be reaped.
     pub(crate) fn has_completions(&mut self) -> bool {
         self.ring.has_completions()
