@@ -29,5 +29,6 @@ pub(crate) use events::EventState;
 pub(crate) use mailbox::Mailboxes;
 pub use remote::RemoteShard;
 pub(crate) use send::resend;
+pub(crate) use shard_ctx::ShardRef;
 pub use shard_ctx::{NextEvent, NextHotCount, NextHotEvent, ShardCtx};
 pub use ticket::SendTicket;

@@ -78,6 +78,8 @@ pub(super) struct AdaptiveSpin {
     schedstat: Option<File>,
     /// The last sample: when, and the run delay (ns) then.
     last: Cell<Option<(Instant, u64)>>,
+    /// The coarse clock at the last sample (0: none yet).
+    last_coarse: Cell<u64>,
     /// Moving average (weight 1/4 per sample) of the share of time spent
     /// waiting for a CPU, scaled to `PRESSURE_ONE`.
     pressure: Cell<u64>,
@@ -100,6 +102,7 @@ impl AdaptiveSpin {
                 File::open("/proc/thread-self/schedstat").ok()
             },
             last: Cell::new(None),
+            last_coarse: Cell::new(0),
             pressure: Cell::new(0),
         }
     }
@@ -110,12 +113,13 @@ impl AdaptiveSpin {
         if self.base.is_zero() {
             return Duration::ZERO;
         }
-        let now = Instant::now();
-        let due = self
-            .last
-            .get()
-            .is_none_or(|(at, _)| now.duration_since(at) >= SAMPLE_EVERY);
-        if due {
+        // Whether a sample is due, by the coarse clock (a memory read, not
+        // a time-stamp counter read: this runs at every idle entry); the
+        // sample itself is timed precisely.
+        let coarse = crate::time::clock::coarse_ns();
+        if coarse.saturating_sub(self.last_coarse.get()) >= SAMPLE_EVERY.as_nanos() as u64 {
+            self.last_coarse.set(coarse);
+            let now = Instant::now();
             if let Some(delay) = self.run_delay() {
                 self.observe(now, delay);
             }

@@ -87,6 +87,8 @@ pub(crate) struct Worker {
     max_spinners: usize,
     pub(crate) id: ShardId,
     pub(crate) shared: Arc<Shared>,
+    /// What this shard's `ShardCtx`s point at (see `messaging::ShardRef`).
+    pub(crate) ctx: Arc<crate::messaging::ShardRef>,
 }
 
 impl Worker {
@@ -117,6 +119,7 @@ impl Worker {
             oversubscribed: n > crate::runtime::available_cpus(),
             max_spinners: (n / 2).max(1),
             id,
+            ctx: crate::messaging::ShardRef::new(shared.clone(), id),
             shared,
         }
     }
