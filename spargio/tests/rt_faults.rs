@@ -275,3 +275,54 @@ fn refused_direct_messages_arrive_through_the_mailbox() {
         drop(rt);
     });
 }
+
+/// Writes three 100-byte frames through `Compat` on shard 0 and reads them
+/// back; returns how many native operations the writes and their flush
+/// put on the ring.
+fn ring_sends_for_three_writes(rt: &Runtime) -> u64 {
+    use futures_util::io::{AsyncReadExt, AsyncWriteExt};
+    use spargio::io::Compat;
+    use spargio::net::{TcpListener, TcpStream};
+    let h = rt.handle();
+    let task = h
+        .spawn_pinned(0, {
+            let h = h.clone();
+            async move {
+                let listener = TcpListener::bind(&h, "127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                let client = TcpStream::connect_socket_addr(&h, addr).await.unwrap();
+                let (server, _) = listener.accept().await.unwrap();
+                let mut w = Compat::new(client);
+                let ops = || h.stats_snapshot().totals.native_ops_submitted;
+                let before = ops();
+                for i in 0..3u8 {
+                    w.write_all(&[i; 100]).await.unwrap();
+                }
+                w.flush().await.unwrap();
+                let sent = ops() - before;
+                let mut got = vec![0u8; 300];
+                Compat::new(server).read_exact(&mut got).await.unwrap();
+                let want: Vec<u8> = (0..3u8).flat_map(|i| [i; 100]).collect();
+                assert_eq!(got, want, "bytes lost or reordered");
+                sent
+            }
+        })
+        .unwrap();
+    spargio::block_on(task).unwrap()
+}
+
+#[test]
+fn a_contended_shard_sends_a_connections_later_writes_through_the_ring() {
+    let _serial = serial();
+    common::within_hang_bound(|| {
+        let rt = common::runtime(1);
+        // Uncontended: every write goes out at once, none on the ring.
+        assert_eq!(ring_sends_for_three_writes(&rt), 0);
+        // Contended: the first write still at once, the later two queued
+        // on the ring (sent with the loop turn's other SQEs).
+        faults::assume_contended(true);
+        let sent = ring_sends_for_three_writes(&rt);
+        faults::reset();
+        assert_eq!(sent, 2);
+    });
+}

@@ -18,6 +18,7 @@ static ENTER_FAILS: AtomicU32 = AtomicU32::new(0);
 static ENTER_ERRNO: AtomicI32 = AtomicI32::new(0);
 static PUSH_REFUSALS: AtomicU32 = AtomicU32::new(0);
 static DIRECT_FAILS: AtomicU32 = AtomicU32::new(0);
+static CONTENDED: AtomicBool = AtomicBool::new(false);
 
 fn arm() {
     // Relaxed: a flag that only gates the counters below; each counter is
@@ -51,6 +52,13 @@ pub fn fail_direct_posts(n: u32) {
     arm();
 }
 
+/// Every shard's CPU counts as contended (`scheduler/spin.rs`) where
+/// the I/O layer asks (not for the shard's own idling), until `reset`.
+pub fn assume_contended(on: bool) {
+    CONTENDED.store(on, Ordering::SeqCst);
+    arm();
+}
+
 /// Occurrences not yet taken: (ring enables, enters, pushes).
 pub fn left() -> (u32, u32, u32) {
     (
@@ -66,6 +74,7 @@ pub fn reset() {
     ENTER_FAILS.store(0, Ordering::SeqCst);
     PUSH_REFUSALS.store(0, Ordering::SeqCst);
     DIRECT_FAILS.store(0, Ordering::SeqCst);
+    CONTENDED.store(false, Ordering::SeqCst);
 }
 
 /// Takes one occurrence of a fault, if armed.
@@ -101,4 +110,9 @@ pub(crate) fn push_refused() -> bool {
 
 pub(crate) fn direct_post_fails() -> bool {
     take(&DIRECT_FAILS)
+}
+
+pub(crate) fn contended() -> bool {
+    // Relaxed: see `arm`.
+    ARMED.load(Ordering::Relaxed) && CONTENDED.load(Ordering::SeqCst)
 }

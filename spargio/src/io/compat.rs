@@ -21,7 +21,18 @@
 //! * **Write.** What the socket buffer takes right now is sent at once
 //!   (`send` with `MSG_DONTWAIT`). Otherwise the bytes are copied into the
 //!   adaptor's buffer and a send is put in flight; the write reports them
-//!   accepted at once (write-behind).
+//!   accepted at once (write-behind). On a shard whose CPU is contended
+//!   (`scheduler/spin.rs`: something else wants it, such as a load
+//!   generator on the same cores), a connection's second and later writes
+//!   skip the immediate send and go to the ring: the sends of one loop turn
+//!   then reach the kernel in one `io_uring_enter`, so a peer waiting on
+//!   several connections is woken once for the lot instead of once per
+//!   response. Measured with hyper under `wrk -c16` on two shared cores:
+//!   the server's CPU per request 5.41 → 4.6 µs, wrk's context switches per
+//!   request halved, requests/s +5%. A connection's first write stays
+//!   immediate: a connection that answers once and closes (`Connection:
+//!   close`) would otherwise wait for the send's completion before its
+//!   close (−15% connections/s when every write went to the ring).
 //!   The next write, `flush` or `close` first waits for that send to finish
 //!   (resending the rest after a short send) and reports its error, if any.
 //! * **Close** flushes, then shuts down the write direction.
@@ -131,6 +142,8 @@ pub struct Compat<T> {
     /// less, between `WAIT_READ_MIN` and `WAIT_READ_MAX`.
     wait_read: usize,
     write: WriteState,
+    /// A write has been done on this stream (see the module docs).
+    wrote: bool,
 }
 
 impl<T: std::fmt::Debug> std::fmt::Debug for Compat<T> {
@@ -153,6 +166,7 @@ impl<T: CompatStream> Compat<T> {
                 pos: 0,
             },
             write: WriteState::Idle(Vec::new()),
+            wrote: false,
         }
     }
 
@@ -324,7 +338,10 @@ impl<T: CompatStream> Compat<T> {
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        if matches!(self.write, WriteState::Idle(_)) {
+        // A later write on a contended shard goes to the ring, batched with
+        // the loop turn's other sends (module docs).
+        let batch = std::mem::replace(&mut self.wrote, true) && crate::scheduler::shard_contended();
+        if !batch && matches!(self.write, WriteState::Idle(_)) {
             // Room in the socket buffer: send now, nothing left in flight.
             if let Some(res) = send_now(&self.core().fd, data) {
                 return Poll::Ready(res);

@@ -184,8 +184,7 @@ impl Spsc {
 
     /// True when a message is waiting (exact on the consumer's thread).
     pub(crate) fn has_next(&self) -> bool {
-        self.peek_word(self.head.load(Ordering::Relaxed))
-            .is_some()
+        self.peek_word(self.head.load(Ordering::Relaxed)).is_some()
     }
 
     /// Takes the oldest value.

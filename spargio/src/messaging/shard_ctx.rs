@@ -69,7 +69,9 @@ impl ShardRef {
 
 impl std::fmt::Debug for ShardCtx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ShardCtx").field("shard", &self.inner.id).finish()
+        f.debug_struct("ShardCtx")
+            .field("shard", &self.inner.id)
+            .finish()
     }
 }
 
@@ -131,7 +133,13 @@ impl ShardCtx {
         // dropped here; the handle is as `Send` as the output is
         // (`JoinHandle<T>: Send` needs `T: Send`).
         let (runnable, handle) = unsafe {
-            spawn::build_unchecked(&self.inner.shared, TaskKind::Pinned(self.inner.id), self.inner.id, true, fut)?
+            spawn::build_unchecked(
+                &self.inner.shared,
+                TaskKind::Pinned(self.inner.id),
+                self.inner.id,
+                true,
+                fut,
+            )?
         };
         Counters::bump_shared(&self.inner.shared.shards[self.inner.id].counters.spawn_local);
         crate::scheduler::submit_pinned(&self.inner.shared, self.inner.id, runnable);
@@ -188,7 +196,9 @@ impl ShardCtx {
         I: IntoIterator,
         I::Item: Borrow<(u16, u32)>,
     {
-        send::with_batch(msgs, |batch| send::send_all(&self.inner.shared, target, batch))
+        send::with_batch(msgs, |batch| {
+            send::send_all(&self.inner.shared, target, batch)
+        })
     }
 
     /// Typed [`ShardCtx::send_many_raw_nowait`], over any `IntoIterator`
@@ -251,7 +261,9 @@ impl ShardCtx {
         I: IntoIterator,
         I::Item: Borrow<(u16, u32)>,
     {
-        send::with_batch(msgs, |batch| send::send_direct(&self.inner.shared, target, batch))
+        send::with_batch(msgs, |batch| {
+            send::send_direct(&self.inner.shared, target, batch)
+        })
     }
 
     /// A barrier: the ticket resolves once every doorbell this shard owes
@@ -323,7 +335,9 @@ impl ShardCtx {
         context::with_worker(|w| {
             let w = w
                 .filter(|w| w.id == self.inner.id && Arc::ptr_eq(&w.shared, &self.inner.shared))
-                .unwrap_or_else(|| panic!("ShardCtx of shard {} used off its shard", self.inner.id));
+                .unwrap_or_else(|| {
+                    panic!("ShardCtx of shard {} used off its shard", self.inner.id)
+                });
             f(w)
         })
     }

@@ -47,3 +47,9 @@ pub(crate) use schedule::{admit_stealable, schedule, submit_pinned, submit_steal
 pub(crate) use shared::{ShardShared, Shared};
 pub(crate) use steer::choose_op_lane;
 pub(crate) use worker::Worker;
+
+/// True on a shard thread whose CPU is contended (see `spin.rs`); false
+/// off the runtime.
+pub(crate) fn shard_contended() -> bool {
+    context::with_worker(|w| w.is_some_and(Worker::contended))
+}

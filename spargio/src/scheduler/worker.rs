@@ -537,6 +537,11 @@ impl Worker {
         false
     }
 
+    /// This shard's CPU is contended (the last idle gap's sample said so).
+    pub(crate) fn contended(&self) -> bool {
+        self.spin.contended() || crate::driver::faults::contended()
+    }
+
     /// One idle poll of every source; true when there is something to run.
     fn poll_sources(&self) -> bool {
         self.maintenance();
