@@ -326,6 +326,7 @@ impl Error {
 
     /// A timeout that passed while connecting (not while waiting for the
     /// response).
+    #[cfg(feature = "grpc")]
     pub(crate) fn is_connect_timeout(&self) -> bool {
         self.kind == Kind::Timeout && self.source.is_some()
     }
