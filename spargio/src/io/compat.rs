@@ -23,8 +23,9 @@
 //!   adaptor's buffer and a send is put in flight; the write reports them
 //!   accepted at once (write-behind). On a shard whose CPU is contended
 //!   (`scheduler/spin.rs`: something else wants it, such as a load
-//!   generator on the same cores), a connection's second and later writes
-//!   skip the immediate send and go to the ring: the sends of one loop turn
+//!   generator on the same cores) and on the io_uring backend, a
+//!   connection's second and later writes skip the immediate send and go
+//!   to the ring: the sends of one loop turn
 //!   then reach the kernel in one `io_uring_enter`, so a peer waiting on
 //!   several connections is woken once for the lot instead of once per
 //!   response. Measured with hyper under `wrk -c16` on two shared cores:
@@ -340,7 +341,7 @@ impl<T: CompatStream> Compat<T> {
         }
         // A later write on a contended shard goes to the ring, batched with
         // the loop turn's other sends (module docs).
-        let batch = std::mem::replace(&mut self.wrote, true) && crate::scheduler::shard_contended();
+        let batch = std::mem::replace(&mut self.wrote, true) && crate::scheduler::batch_sends();
         if !batch && matches!(self.write, WriteState::Idle(_)) {
             // Room in the socket buffer: send now, nothing left in flight.
             if let Some(res) = send_now(&self.core().fd, data) {
