@@ -285,3 +285,17 @@ where
         out
     })
 }
+
+/// A blocking read that goes on when interrupted: a socket with a read
+/// timeout returns `EINTR` even under `SA_RESTART`, and after the process
+/// was stopped and continued (signal(7)).
+#[allow(dead_code)] // not every test binary reads raw sockets
+pub fn read_some(s: &mut std::net::TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read;
+    loop {
+        match s.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
