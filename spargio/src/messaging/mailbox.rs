@@ -90,7 +90,7 @@ pub(crate) struct Spsc {
     /// The consumer's index.
     head: CachePadded<AtomicUsize>,
     /// Producer side: `index` is the tail (read by the producer only, and
-    /// by `len`), `cached_other` the last head seen.
+    /// by `len` in tests), `cached_other` the last head seen.
     tail: CachePadded<Side>,
     slots: Box<[AtomicU64]>,
     mask: usize,
@@ -155,10 +155,11 @@ impl Spsc {
             // consumer reads it as empty until this store.
             self.slots[at & self.mask].store((v & WORD_BITS) | self.mark(at), Ordering::Release);
         }
-        // Only the producer (and `len`) read the tail.
+        // Only the producer reads the tail (and `len`, in tests): the
+        // slots publish the messages.
         self.tail
             .index
-            .store(tail.wrapping_add(values.len()), Ordering::Release);
+            .store(tail.wrapping_add(values.len()), Ordering::Relaxed);
         Ok(())
     }
 

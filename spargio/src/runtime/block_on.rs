@@ -70,14 +70,46 @@ fn wait(parker: &ThreadWaker) {
             thread::park();
         }
     }
-    let next = if caught || start.elapsed() < SPIN_BEFORE_PARK {
+    SPIN.with(|s| {
+        s.set(next_window(
+            window,
+            caught || start.elapsed() < SPIN_BEFORE_PARK,
+        ))
+    });
+}
+
+/// The window after a wait that used `window`: the full one when a spin
+/// caught the wake or would have (`short`), else half, and none below
+/// `SPIN_FLOOR`.
+fn next_window(window: Duration, short: bool) -> Duration {
+    if short {
         SPIN_BEFORE_PARK
     } else if window / 2 < SPIN_FLOOR {
         Duration::ZERO
     } else {
         window / 2
-    };
-    SPIN.with(|s| s.set(next));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_waits_stop_the_spin_and_a_short_one_restores_it() {
+        let mut w = SPIN_BEFORE_PARK;
+        let mut steps = 0;
+        while !w.is_zero() {
+            w = next_window(w, false);
+            steps += 1;
+            assert!(steps < 10, "the window never reached zero");
+        }
+        // 5 µs -> 2.5 -> 1.25 -> 0 (below the 1 µs floor).
+        assert_eq!(steps, 3);
+        assert_eq!(next_window(Duration::ZERO, false), Duration::ZERO);
+        assert_eq!(next_window(Duration::ZERO, true), SPIN_BEFORE_PARK);
+        assert_eq!(next_window(SPIN_BEFORE_PARK / 2, true), SPIN_BEFORE_PARK);
+    }
 }
 
 /// Blocks the calling thread until `fut` completes, and returns its output.
