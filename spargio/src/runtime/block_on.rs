@@ -91,27 +91,6 @@ fn next_window(window: Duration, short: bool) -> Duration {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_waits_stop_the_spin_and_a_short_one_restores_it() {
-        let mut w = SPIN_BEFORE_PARK;
-        let mut steps = 0;
-        while !w.is_zero() {
-            w = next_window(w, false);
-            steps += 1;
-            assert!(steps < 10, "the window never reached zero");
-        }
-        // 5 µs -> 2.5 -> 1.25 -> 0 (below the 1 µs floor).
-        assert_eq!(steps, 3);
-        assert_eq!(next_window(Duration::ZERO, false), Duration::ZERO);
-        assert_eq!(next_window(Duration::ZERO, true), SPIN_BEFORE_PARK);
-        assert_eq!(next_window(SPIN_BEFORE_PARK / 2, true), SPIN_BEFORE_PARK);
-    }
-}
-
 /// Blocks the calling thread until `fut` completes, and returns its output.
 ///
 /// Use it from a synchronous `main` or a test to wait on a [`JoinHandle`]
@@ -148,5 +127,26 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
             return out;
         }
         wait(&parker);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_waits_stop_the_spin_and_a_short_one_restores_it() {
+        let mut w = SPIN_BEFORE_PARK;
+        let mut steps = 0;
+        while !w.is_zero() {
+            w = next_window(w, false);
+            steps += 1;
+            assert!(steps < 10, "the window never reached zero");
+        }
+        // 5 µs -> 2.5 -> 1.25 -> 0 (below the 1 µs floor).
+        assert_eq!(steps, 3);
+        assert_eq!(next_window(Duration::ZERO, false), Duration::ZERO);
+        assert_eq!(next_window(Duration::ZERO, true), SPIN_BEFORE_PARK);
+        assert_eq!(next_window(SPIN_BEFORE_PARK / 2, true), SPIN_BEFORE_PARK);
     }
 }
