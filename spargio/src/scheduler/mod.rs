@@ -35,6 +35,7 @@ mod lifo;
 mod ops;
 mod run_queue;
 mod schedule;
+mod share_cpu;
 mod shared;
 mod shutdown;
 mod spin;

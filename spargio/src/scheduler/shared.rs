@@ -1,7 +1,7 @@
 //! State shared by all shards of one runtime.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_deque::{Injector, Stealer};
@@ -56,6 +56,9 @@ pub(crate) struct ShardShared {
     /// Pinned tasks in the shard's own queue plus its LIFO slot, as the
     /// shard last saw them (published once per scheduler pass).
     pub(crate) local_depth: AtomicUsize,
+    /// The CPU the shard last saw itself on while spinning (`NO_CPU`
+    /// before), read by other spinning shards (`share_cpu.rs`).
+    pub(crate) cpu: AtomicU32,
     pub(crate) features: OnceLock<RingFeatures>,
     pub(crate) timers: ShardTimers,
 }
@@ -76,6 +79,7 @@ impl ShardShared {
             external_msgs: AtomicUsize::new(0),
             direct_msgs: AtomicUsize::new(0),
             local_depth: AtomicUsize::new(0),
+            cpu: AtomicU32::new(super::share_cpu::NO_CPU),
             parked_since: AtomicU64::new(0),
             poll_times: crate::stats::PollTimes::default(),
             features: OnceLock::new(),

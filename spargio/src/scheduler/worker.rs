@@ -83,6 +83,9 @@ pub(crate) struct Worker {
     spin: AdaptiveSpin,
     /// More shards than CPUs this process may use.
     oversubscribed: bool,
+    /// The last spin found another shard waiting for this CPU: the next
+    /// idle gap parks at once (`share_cpu.rs`).
+    pub(super) cede: Cell<bool>,
     /// At most this many shards spin at once (half of them, at least one).
     max_spinners: usize,
     pub(crate) id: ShardId,
@@ -117,6 +120,7 @@ impl Worker {
             poll_clock: Cell::new(0),
             spin: AdaptiveSpin::new(shared.config.spin_before_park),
             oversubscribed: n > crate::runtime::available_cpus(),
+            cede: Cell::new(false),
             max_spinners: (n / 2).max(1),
             id,
             ctx: crate::messaging::ShardRef::new(shared.clone(), id),
@@ -461,11 +465,14 @@ impl Worker {
         if (!polled && self.poll_sources()) || self.steal_work() {
             return true;
         }
+        // The last spin found another shard waiting for this CPU: sleep,
+        // so it runs here and the wakeup places this shard anew.
+        let cede = self.take_cede();
         let mut spin = self.spin.window();
-        if spin.is_zero() && self.spin.contended() && self.yield_for_work() {
+        if !cede && spin.is_zero() && self.spin.contended() && self.yield_for_work() {
             return true;
         }
-        if spin.is_zero() {
+        if cede || spin.is_zero() {
             // No spin: straight to the park, whose re-check covers every
             // source and whose one `io_uring_enter` submits what the batch
             // queued, runs deferred completions and waits.
@@ -495,6 +502,10 @@ impl Worker {
                 std::thread::yield_now();
             }
             if spin.is_zero() || polls % HOT_POLLS == 0 {
+                if !spin.is_zero() && !self.oversubscribed && self.offer_cpu() {
+                    // Another shard waits for this CPU (`share_cpu.rs`).
+                    spin = Duration::ZERO;
+                }
                 if !published {
                     // The searcher bound: with half the shards already
                     // spinning, the others park at once (see `spin.rs`).

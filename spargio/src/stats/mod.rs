@@ -126,6 +126,10 @@ counters! {
         /// Nanoseconds the shard spent blocked in the kernel (the rest of
         /// its life it ran tasks, reaped or spun).
         parked_ns,
+        /// Idle spins this shard ended early because another shard of the
+        /// runtime was waiting for its CPU (the kernel had put both on one
+        /// CPU); the shard parked so the other could run.
+        spins_ceded,
         /// Reaps that found the completion queue overflowed: completions
         /// the kernel held back for lack of room (kept, never lost, but
         /// each costs an extra enter). Raise `ring_entries` if it grows.
