@@ -190,6 +190,17 @@ impl Shared {
         Registry::all_gone(self.shards.iter().map(|s| &s.registry))
     }
 
+    /// A task ended while the runtime shuts down. Shards that found tasks
+    /// left nap until their next check (`shutdown.rs`); when this was the
+    /// last one, ring them all so they see it now instead of a nap later.
+    pub(crate) fn task_gone_in_shutdown(&self) {
+        if self.all_tasks_gone() {
+            for shard in &self.shards {
+                shard.eventfd.ring();
+            }
+        }
+    }
+
     /// Rings `target` after work was published for it, if it is parked.
     /// From a shard thread of this runtime the doorbell is a `MSG_RING` from
     /// that shard's ring; from elsewhere, an eventfd write.

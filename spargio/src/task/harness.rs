@@ -71,9 +71,11 @@ impl<F> Drop for Harness<'_, F> {
         struct Deregister<'a>(&'a TaskMeta);
         impl Drop for Deregister<'_> {
             fn drop(&mut self) {
-                self.0.shared.shards[self.0.home]
-                    .registry
-                    .remove(self.0.key);
+                let shared = &self.0.shared;
+                shared.shards[self.0.home].registry.remove(self.0.key);
+                if shared.is_closing() {
+                    shared.task_gone_in_shutdown();
+                }
             }
         }
         let _guard = Deregister(self.meta);
