@@ -43,7 +43,15 @@ fn messages_from_one_sender_arrive_in_order_exactly_once() {
                     Err(e) => panic!("{e}"),
                 }
             }
-            ctx.send_raw(1, DONE, 0).unwrap().await.unwrap();
+            // The mailbox may still be full of data: the end marker waits
+            // for room like the data did.
+            loop {
+                match ctx.send_raw(1, DONE, 0) {
+                    Ok(sent) => break sent.await.unwrap(),
+                    Err(SendError::Backpressure) => yield_now().await,
+                    Err(e) => panic!("{e}"),
+                }
+            }
         })
         .unwrap(),
     )
