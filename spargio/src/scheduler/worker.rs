@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::run_queue::{Origin, RunQueue};
-use super::spin::AdaptiveSpin;
+use super::spin::{self as spinning, AdaptiveSpin};
 use super::steal::StealState;
 use super::{inbox::Command, ShardShared, Shared};
 use crate::driver::{handshake_fence, DirectMsg, Driver, Reaped};
@@ -486,12 +486,18 @@ impl Worker {
         let mut start = None;
         let mut published = false;
         let mut polls = 0u32;
+        // Past `spin::BACKOFF_AFTER`: one poll and one offer of the CPU per
+        // `spin::BACKOFF_GAP` (see `spin.rs`).
+        let mut backoff = false;
         loop {
             // A full poll each round. (A round of loads only, with a full
             // poll when one saw something, measured slower on a cross-shard
             // round trip: the faster reads of the peer's lines slow the
             // peer's writes to them.)
             std::hint::spin_loop();
+            if backoff {
+                spinning::pause_for(spinning::BACKOFF_GAP);
+            }
             if self.poll_sources() || self.steal_work() {
                 break;
             }
@@ -501,7 +507,7 @@ impl Worker {
                 // CPU from one with work to do. Offer it up each round.
                 std::thread::yield_now();
             }
-            if spin.is_zero() || polls % HOT_POLLS == 0 {
+            if spin.is_zero() || backoff || polls % HOT_POLLS == 0 {
                 if !spin.is_zero() && !self.oversubscribed && self.offer_cpu() {
                     // Another shard waits for this CPU (`share_cpu.rs`).
                     spin = Duration::ZERO;
@@ -517,7 +523,9 @@ impl Worker {
                     published = true;
                 }
                 let start = *start.get_or_insert_with(Instant::now);
-                if spin.is_zero() || start.elapsed() >= spin {
+                let spun = start.elapsed();
+                backoff = spun >= spinning::BACKOFF_AFTER;
+                if spin.is_zero() || spun >= spin {
                     self.park();
                     return false;
                 }
