@@ -20,7 +20,13 @@ fn parking_runtime(shards: usize) -> spargio::Runtime {
 fn ping_pong(rounds: u32, shards: usize) {
     let rt = parking_runtime(shards);
     let h = rt.handle();
-    let last = shards - 1;
+    exchange(&h, rounds, shards - 1);
+    assert!(h.stats_snapshot().totals.parks > 0, "shards never parked");
+}
+
+/// `rounds` messages from a task on shard 0 to one on shard `last`, each
+/// answered with its value plus one; checks the last answer.
+fn exchange(h: &spargio::RuntimeHandle, rounds: u32, last: usize) {
     let echo = h
         .spawn_pinned(last, async move {
             let ctx = ShardCtx::current().unwrap();
@@ -44,7 +50,6 @@ fn ping_pong(rounds: u32, shards: usize) {
     let got = within_hang_bound(move || block_on(driver).unwrap());
     assert_eq!(got, rounds);
     within_hang_bound(move || block_on(echo).unwrap());
-    assert!(h.stats_snapshot().totals.parks > 0, "shards never parked");
 }
 
 #[test]
@@ -195,28 +200,7 @@ fn shards_sharing_a_cpu_give_up_their_spin_for_each_other() {
     // kernel's timing; over a few exchanges it does.
     const ROUNDS: u32 = 2_000;
     for _ in 0..20 {
-        let echo = h
-            .spawn_pinned(1, async move {
-                let ctx = ShardCtx::current().unwrap();
-                for _ in 0..ROUNDS {
-                    let Event::RingMsg { from, tag, val } = ctx.next_event().await;
-                    ctx.send_raw(from, tag, val + 1).unwrap().await.unwrap();
-                }
-            })
-            .unwrap();
-        let driver = h
-            .spawn_pinned(0, async move {
-                let ctx = ShardCtx::current().unwrap();
-                let mut v = 0;
-                for _ in 0..ROUNDS {
-                    ctx.send_raw(1, 1, v).unwrap().await.unwrap();
-                    v = ctx.next_event().await.payload().1;
-                }
-                v
-            })
-            .unwrap();
-        assert_eq!(within_hang_bound(move || block_on(driver).unwrap()), ROUNDS);
-        within_hang_bound(move || block_on(echo).unwrap());
+        exchange(&h, ROUNDS, 1);
         if h.stats_snapshot().totals.spins_ceded > 0 {
             break;
         }
