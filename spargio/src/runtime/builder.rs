@@ -397,7 +397,10 @@ impl RuntimeBuilder {
     /// 100 ms (at least 10 ms); `None` turns it off.
     ///
     /// It costs each poll a coarse clock read and three stores (a few
-    /// ns): a poll that ran too long reports itself when it returns. A
+    /// ns): a poll that ran too long reports itself when it returns. The
+    /// coarse clock moves in kernel ticks and, after a CPU idled, can
+    /// trail by two of them (8 ms at `HZ=250`), so a poll that ends within
+    /// that much past the threshold may go unreported. A
     /// watcher thread of the runtime's own, started a second after build,
     /// delivers the reports and catches polls that do not return (reported
     /// as `ongoing` after ten thresholds, at least a second); it looks

@@ -26,9 +26,8 @@
 //! yields every round instead and none of this applies.
 //!
 //! Measured on 2 CPUs (`bench/README.md`): `cold_start_ping_pong` with
-//! pinned tasks 520–760 → 410–430 µs, its 90th percentile of 64 round trips
-//! 240–690 → 90–105 µs; the steady stealable ping-pong 93 → 82–85 µs; the
-//! steady pinned one unchanged.
+//! pinned tasks 557–656 → 405–429 µs, the 90th percentile of its 64 round
+//! trips 240–690 → 90–105 µs; the steady groups unchanged.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

@@ -190,9 +190,10 @@ impl Shared {
         Registry::all_gone(self.shards.iter().map(|s| &s.registry))
     }
 
-    /// A task ended while the runtime shuts down. Shards that found tasks
-    /// left nap until their next check (`shutdown.rs`); when this was the
-    /// last one, ring them all so they see it now instead of a nap later.
+    /// A task ended while the runtime shuts down, the last one of its home
+    /// shard. Shards that found tasks left nap until their next check
+    /// (`shutdown.rs`); when this was the last one anywhere, ring them all
+    /// so they see it now instead of a nap later.
     pub(crate) fn task_gone_in_shutdown(&self) {
         if self.all_tasks_gone() {
             for shard in &self.shards {

@@ -486,8 +486,8 @@ impl Worker {
         let mut start = None;
         let mut published = false;
         let mut polls = 0u32;
-        // Past `spin::BACKOFF_AFTER`: one poll and one offer of the CPU per
-        // `spin::BACKOFF_GAP` (see `spin.rs`).
+        // Past `spinning::BACKOFF_AFTER`: one poll and one offer of the CPU
+        // per `spinning::BACKOFF_GAP` (see `spin.rs`).
         let mut backoff = false;
         loop {
             // A full poll each round. (A round of loads only, with a full

@@ -72,8 +72,8 @@ impl<F> Drop for Harness<'_, F> {
         impl Drop for Deregister<'_> {
             fn drop(&mut self) {
                 let shared = &self.0.shared;
-                shared.shards[self.0.home].registry.remove(self.0.key);
-                if shared.is_closing() {
+                let emptied = shared.shards[self.0.home].registry.remove(self.0.key);
+                if emptied && shared.is_closing() {
                     shared.task_gone_in_shutdown();
                 }
             }

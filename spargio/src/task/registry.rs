@@ -149,11 +149,13 @@ impl<V: Clone> Registry<V> {
         Some(task)
     }
 
-    pub(crate) fn remove(&self, key: usize) {
+    /// Forgets the task under `key`; true when no task is left here.
+    pub(crate) fn remove(&self, key: usize) -> bool {
         let mut inner = self.lock();
         if inner.tasks.contains(key) {
             inner.tasks.remove(key);
         }
+        inner.tasks.is_empty()
     }
 
     /// Tasks registered and not yet ended.
