@@ -11,7 +11,8 @@
 //! the kernel never placed either anew.
 //!
 //! So a spinning shard offers its CPU at each spin check (every
-//! `HOT_POLLS` polls, `Worker::idle`): one `sched_yield`, which returns at
+//! `HOT_POLLS` polls, `Worker::idle`, and every poll once the spin has
+//! backed off, `spin.rs`): one `sched_yield`, which returns at
 //! once when nothing else is runnable there. A yield that took longer than
 //! `GAVE_AWAY` gave the CPU to someone. If another shard of this runtime,
 //! awake, last saw itself on this same CPU, that was most likely it: the
