@@ -186,25 +186,29 @@ fn shards_sharing_a_cpu_give_up_their_spin_for_each_other() {
         eprintln!("SKIP: needs two CPUs (one shard per CPU, not oversubscribed)");
         return;
     }
-    let rt = RuntimeBuilder::new().shards(2).build().unwrap();
-    let h = rt.handle();
-    // Both shard threads onto CPU 0 (each pins itself).
-    for shard in 0..2 {
-        let pinned = h.spawn_pinned(shard, async { pin_this_thread(0) }).unwrap();
-        if !within_hang_bound(move || block_on(pinned).unwrap()) {
-            eprintln!("SKIP: sched_setaffinity refused");
-            return;
-        }
-    }
     // Whether a given spin meets the other shard on the CPU is up to the
-    // kernel's timing; over a few exchanges it does.
+    // kernel's timing; over a few exchanges it does. Each attempt gets a
+    // fresh runtime: sharing one CPU, the shards soon see it contended
+    // (other tests run beside this one, too) and stop spinning altogether
+    // (`spin.rs`), and a new runtime starts without that history.
     const ROUNDS: u32 = 2_000;
+    let mut ceded = 0;
     for _ in 0..20 {
+        let rt = RuntimeBuilder::new().shards(2).build().unwrap();
+        let h = rt.handle();
+        // Both shard threads onto CPU 0 (each pins itself).
+        for shard in 0..2 {
+            let pinned = h.spawn_pinned(shard, async { pin_this_thread(0) }).unwrap();
+            if !within_hang_bound(move || block_on(pinned).unwrap()) {
+                eprintln!("SKIP: sched_setaffinity refused");
+                return;
+            }
+        }
         exchange(&h, ROUNDS, 1);
-        if h.stats_snapshot().totals.spins_ceded > 0 {
+        ceded = h.stats_snapshot().totals.spins_ceded;
+        if ceded > 0 {
             break;
         }
     }
-    let ceded = h.stats_snapshot().totals.spins_ceded;
     assert!(ceded > 0, "no shard gave up its spin for the other");
 }
