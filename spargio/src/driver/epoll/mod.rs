@@ -169,7 +169,9 @@ impl EpollDriver {
             posted: Vec::new(),
             to_table: Vec::new(),
             follow: Reaped::default(),
-            events: Vec::new(),
+            // Sized for a whole wait up front: the first park with events
+            // may come in the middle of steady work (`tests/rt_alloc.rs`).
+            events: Vec::with_capacity(poller::EVENTS_PER_WAIT),
             offloaded: Vec::new(),
             retry: Vec::new(),
             fd_waiters: 0,

@@ -28,6 +28,9 @@ pub(super) enum Armed {
     NotPollable,
 }
 
+/// Most readiness events one wait returns.
+pub(super) const EVENTS_PER_WAIT: usize = 256;
+
 #[derive(Debug)]
 pub(super) struct Poller {
     epfd: OwnedFd,
@@ -50,7 +53,7 @@ impl Poller {
         let epfd = unsafe { OwnedFd::from_raw_fd(fd) };
         let poller = Poller {
             epfd,
-            events: Vec::with_capacity(256),
+            events: Vec::with_capacity(EVENTS_PER_WAIT),
         };
         let mut ev = libc::epoll_event {
             events: libc::EPOLLIN as u32,
