@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use spargio::__private::faults;
 use spargio::fs::File;
-use spargio::{Runtime, RuntimeError, RuntimeHandle};
+use spargio::{Runtime, RuntimeHandle};
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -94,29 +94,46 @@ fn ping_pong(h: &RuntimeHandle, rounds: u64) -> spargio::JoinHandle<u64> {
 }
 
 #[test]
-fn a_ring_that_will_not_enable_fails_build_with_a_named_error() {
+fn a_ring_that_will_not_enable_leaves_its_shard_on_epoll_and_says_so() {
     let _serial = serial();
-    common::within_hang_bound(|| {
+    let path = data_file("enable", 64 * 256);
+    common::within_hang_bound(move || {
         let fds = open_fds();
         faults::fail_ring_enables(1);
         let Some(builder) = common::io_uring_builder() else {
             return;
         };
-        match builder.shards(2).build() {
-            Err(RuntimeError::IoUringUnavailable { reason, source }) => {
-                assert!(reason.contains("could not enable its ring"), "{reason}");
-                assert_eq!(source.raw_os_error(), Some(libc::EBUSY));
+        // `build` does not wait for the shards: the one whose ring will
+        // not enable finds out on its own thread, and runs on epoll.
+        let rt = builder.shards(2).build().expect("build");
+        workload(&rt, &path);
+        assert_eq!(faults::left().0, 0, "no enable failed");
+        let stats = rt.handle().stats_snapshot();
+        let refused: Vec<_> = stats
+            .shards
+            .iter()
+            .filter_map(|s| s.ring_refusal.clone())
+            .collect();
+        match &refused[..] {
+            [refusal] => {
+                assert_eq!(refusal.errno, Some(libc::EBUSY), "{refusal}");
+                assert!(refusal.reason.contains("enable its ring"), "{refusal}");
             }
-            Err(other) => panic!("wrong error: {other}"),
-            Ok(_) => panic!("build succeeded with a shard that could not start"),
+            other => panic!("one shard should report its ring refused: {other:?}"),
         }
-        assert_eq!(open_fds(), fds, "the rings and eventfds were not closed");
+        assert_eq!(stats.backend, spargio::BackendKind::IoUring);
+        drop(rt);
+        assert_eq!(
+            open_fds(),
+            fds,
+            "a ring, eventfd or epoll fd was not closed"
+        );
         // The next build is unaffected.
-        let Some(rt) = common::io_uring_runtime(2) else {
-            return;
-        };
+        let rt = common::io_uring_runtime(2).expect("io_uring runtime");
         let j = rt.handle().spawn_pinned(1, async { 7 }).unwrap();
         assert_eq!(spargio::block_on(j).unwrap(), 7);
+        let stats = rt.handle().stats_snapshot();
+        assert!(stats.shards.iter().all(|s| s.ring_refusal.is_none()));
     });
 }
 

@@ -308,3 +308,42 @@ fn a_queued_op_dropped_on_its_owner_shard_is_cancelled() {
         spargio::block_on(join).unwrap();
     });
 }
+
+/// `build` returns before the shard threads have started, and yet every
+/// fd the runtime holds is open by then: a count taken right after
+/// `build` is still right once the shards have started, run tasks and
+/// idled (sampling their CPU contention, parking), and the drop closes
+/// them all.
+#[test]
+fn every_fd_the_runtime_holds_is_open_when_build_returns() {
+    let _serial = serial();
+    common::within_hang_bound(|| {
+        for _ in 0..20 {
+            let before = open_fds();
+            let rt = common::runtime(2);
+            let built = open_fds();
+            assert!(built > before, "a runtime holds fds of its own");
+            let h = rt.handle();
+            for shard in 0..2 {
+                let j = h
+                    .spawn_pinned(shard, async {
+                        // Long enough for an idle shard to sample its
+                        // contention (once a millisecond at most).
+                        spargio::time::sleep(Duration::from_millis(3)).await;
+                        common::shard()
+                    })
+                    .unwrap();
+                assert_eq!(spargio::block_on(j).unwrap(), shard);
+            }
+            std::thread::sleep(Duration::from_millis(3));
+            assert_eq!(
+                open_fds(),
+                built,
+                "the shards opened fds after build returned"
+            );
+            drop(h);
+            drop(rt);
+            assert_eq!(open_fds(), before, "the drop left fds open");
+        }
+    });
+}

@@ -9,6 +9,7 @@
 //! | `spargio::ring` | debug | a doorbell `MSG_RING` refused, rung by eventfd instead |
 //! | `spargio::backpressure` | debug | a message or spawn refused at a queue's bound |
 //! | `spargio::shard` | error | a shard loop failed; the runtime shuts down |
+//! | `spargio::shard` | error | a shard's ring would not enable; that shard runs on epoll |
 //!
 //! With the `tracing` feature, events raised inside a task carry its span
 //! (`task.rs`).
@@ -61,6 +62,15 @@ pub(crate) fn backpressure(what: &str, target: ShardId) {
         debug,
         "spargio::backpressure",
         "{what} to shard {target} refused: its queue is at its bound"
+    );
+}
+
+/// A shard's ring would not enable on its thread; it runs on epoll.
+pub(crate) fn ring_refused(shard: ShardId, err: &std::io::Error) {
+    emit!(
+        error,
+        "spargio::shard",
+        "shard {shard}: its io_uring ring could not be enabled ({err}); this shard runs on epoll"
     );
 }
 

@@ -42,7 +42,7 @@ mod wake;
 
 pub(crate) use bgid::BgidPool;
 pub(crate) use direct_msg::DirectMsg;
-pub(crate) use epoll::EpollDriver;
+pub(crate) use epoll::{EpollDriver, Poller};
 pub(crate) use lifecycle::Outcome;
 pub(crate) use ops_table::{OpKey, OpTable, Phase, Reaped};
 pub(crate) use uring::{Ring, RingConfig, UringDriver};

@@ -468,8 +468,10 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Validates the configuration, creates one ring per shard (on the
-    /// shard's own thread) and starts the shards.
+    /// Validates the configuration, creates one ring (or, on epoll, one
+    /// epoll instance) per shard on the calling thread, and starts the
+    /// shard threads. It returns without waiting for them to run: tasks
+    /// spawned and messages sent meanwhile wait in the shards' queues.
     pub fn build(self) -> Result<Runtime, RuntimeError> {
         super::runtime::start(self.validate()?)
     }

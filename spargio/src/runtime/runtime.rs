@@ -7,9 +7,9 @@ use std::thread;
 use super::{BackendKind, IoUringRefusal};
 use super::{Config, RuntimeHandle};
 use crate::diag::Watcher;
-use crate::driver::{Driver, EpollDriver, Eventfd, Ring, UringDriver};
+use crate::driver::{Driver, EpollDriver, Eventfd, Poller, Ring, UringDriver};
 use crate::error::RuntimeError;
-use crate::scheduler::{ShardShared, Shared, Worker};
+use crate::scheduler::{schedstat_of, SchedstatSlot, ShardShared, Shared, Worker};
 use crate::stats::RingFeatures;
 
 /// A running spargio runtime: one thread per shard, each with its own
@@ -98,11 +98,16 @@ impl Drop for Runtime {
     }
 }
 
-/// Builds the shared state and the rings (on this thread, disabled, so
-/// every setup error is reported here), then starts one thread per shard.
-/// Each thread enables its own ring, becoming its single issuer, and
-/// reports back; `build` returns once every shard has, so a ring that
-/// cannot be enabled is an error from `build`, not a dead shard later.
+/// Builds the shared state and each shard's poller (its ring, created
+/// disabled, or its epoll instance) on this thread, so that every setup
+/// error is reported here and every fd the runtime holds is open when
+/// `build` returns; then starts one thread per shard and returns without
+/// waiting for them (a shard's tasks and messages queue until it runs).
+///
+/// Each thread enables its own ring, becoming its single issuer. Enabling
+/// a ring that was created does not fail in practice; if it does, that
+/// shard says so loudly (an `error` event, `ShardStats::ring_refusal`) and
+/// runs on epoll, so no task or message is lost.
 pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
     let n = config.shards;
     let no_rings = || (0..n).map(|_| None).collect::<Vec<Option<Ring>>>();
@@ -125,63 +130,67 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
     config.io_uring_refusal = refusal;
     let mut deques = Vec::with_capacity(n);
     let mut shards = Vec::with_capacity(n);
-    for ring in &rings {
+    let mut pollers = Vec::with_capacity(n);
+    for (id, ring) in rings.into_iter().enumerate() {
         let deque = crossbeam_deque::Worker::new_fifo();
         let eventfd = Eventfd::new().map_err(|source| RuntimeError::IoUringUnavailable {
             reason: "could not create the shard's eventfd".into(),
             source,
         })?;
         let shard = ShardShared::new(deque.stealer(), eventfd);
-        match ring {
-            Some(ring) => shard.set_ring(ring.fd(), ring.features()),
-            None => shard.set_ring(-1, RingFeatures::default()),
-        }
+        let poller = match ring {
+            Some(ring) => {
+                shard.set_ring(ring.fd(), ring.features());
+                ShardPoller::Ring(Box::new(ring))
+            }
+            None => {
+                shard.set_ring(-1, RingFeatures::default());
+                let poller = Poller::new(shard.eventfd.raw()).map_err(|source| {
+                    RuntimeError::IoUringUnavailable {
+                        reason: format!("shard {id} could not start its epoll driver"),
+                        source,
+                    }
+                })?;
+                ShardPoller::Epoll(poller)
+            }
+        };
         shards.push(shard);
         deques.push(deque);
+        pollers.push(poller);
     }
     let cpus = if config.thread_affinity {
         allowed_cpus()
     } else {
         Vec::new()
     };
+    let spin = !config.spin_before_park.is_zero();
     let shared = Arc::new(Shared::new(shards, config));
-    let started = Arc::new(StartReport::default());
     let mut threads = Vec::with_capacity(n);
-    for (id, (deque, ring)) in deques.into_iter().zip(rings).enumerate() {
+    for (id, (deque, poller)) in deques.into_iter().zip(pollers).enumerate() {
         let shared_t = shared.clone();
-        let started_t = started.clone();
+        let schedstat = SchedstatSlot::default();
+        let schedstat_t = schedstat.clone();
         let cpu = (!cpus.is_empty()).then(|| cpus[id % cpus.len()]);
         let name = format!("{}-{id}", shared.config.thread_name);
         let spawned = thread::Builder::new().name(name).spawn(move || {
             if let Some(cpu) = cpu {
                 pin_to_cpu(cpu);
             }
-            let eventfd = shared_t.shards[id].eventfd.raw();
-            let driver = match ring {
-                Some(ring) => crate::driver::faults::ring_enable()
-                    .and_then(|()| ring.enable())
-                    .and_then(|()| UringDriver::new(ring, eventfd))
-                    .map(Driver::Uring),
-                None => EpollDriver::new(eventfd, shared_t.clone(), id).map(Driver::Epoll),
-            };
-            match driver {
-                Ok(driver) => {
-                    // Built before `build` returns: whatever the worker
-                    // opens is part of the runtime from the start.
-                    let worker = Worker::new(shared_t, id, deque, driver);
-                    started_t.report(id, None);
-                    worker.run();
-                }
-                Err(err) => {
-                    // No task can be homed here yet: `build` has not
-                    // returned. It sees the error and stops the others.
-                    started_t.report(id, Some(err));
-                    shared_t.exit.arrive();
-                }
-            }
+            // A ring that would not enable stays open until the shard is
+            // done (`ShardShared::refuse_ring`).
+            let (driver, _refused_ring) = shard_driver(&shared_t, id, poller);
+            Worker::new(shared_t, id, deque, driver, schedstat_t).run();
         });
         match spawned {
-            Ok(t) => threads.push(t),
+            Ok(t) => {
+                // Opened here, not by the shard: `build` has not returned.
+                if spin {
+                    if let Some(file) = schedstat_of(&t) {
+                        let _ = schedstat.set(file);
+                    }
+                }
+                threads.push(t);
+            }
             Err(err) => {
                 // Stop the shards that did start; the ones that did not
                 // never will, so count them out of the exit latch.
@@ -196,20 +205,6 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
             }
         }
     }
-    if let Some((id, source)) = started.wait(n) {
-        shared.begin_shutdown();
-        for t in threads {
-            let _ = t.join();
-        }
-        let what = match shared.config.backend {
-            BackendKind::Epoll => "start its epoll driver",
-            _ => "enable its ring",
-        };
-        return Err(RuntimeError::IoUringUnavailable {
-            reason: format!("shard {id} could not {what}"),
-            source,
-        });
-    }
     // Its thread starts later, from an idle shard (`diag/watcher.rs`).
     let watcher = Watcher::new(&shared);
     Ok(Runtime {
@@ -219,31 +214,40 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
     })
 }
 
-/// Shard threads report whether their ring started.
-#[derive(Default)]
-struct StartReport {
-    state: Mutex<(usize, Option<(usize, std::io::Error)>)>,
-    cond: std::sync::Condvar,
+/// What `build` made for a shard to wait on.
+enum ShardPoller {
+    /// Created disabled; the shard enables it. Boxed: a ring is ten
+    /// times the size of a poller.
+    Ring(Box<Ring>),
+    Epoll(Poller),
 }
 
-impl StartReport {
-    fn report(&self, shard: usize, err: Option<std::io::Error>) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.0 += 1;
-        if let Some(err) = err {
-            state.1.get_or_insert((shard, err));
-        }
-        self.cond.notify_all();
-    }
-
-    /// Waits for `n` reports; the first failure, if any.
-    fn wait(&self, n: usize) -> Option<(usize, std::io::Error)> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while state.0 < n {
-            state = self.cond.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
-        state.1.take()
-    }
+/// On the shard's thread: its driver, and the ring it could not enable,
+/// if that is why the driver is an epoll one.
+fn shard_driver(shared: &Arc<Shared>, id: usize, poller: ShardPoller) -> (Driver, Option<Ring>) {
+    let eventfd = shared.shards[id].eventfd.raw();
+    let epoll = |poller| Driver::Epoll(EpollDriver::new(poller, eventfd, shared.clone(), id));
+    let ring = match poller {
+        ShardPoller::Epoll(poller) => return (epoll(poller), None),
+        ShardPoller::Ring(ring) => *ring,
+    };
+    let err = match crate::driver::faults::ring_enable().and_then(|()| ring.enable()) {
+        Ok(()) => return (Driver::Uring(UringDriver::new(ring, eventfd)), None),
+        Err(err) => err,
+    };
+    // Also on stderr: without a logger the downgrade would go unseen.
+    eprintln!(
+        "spargio shard {id}: its io_uring ring could not be enabled ({err}); it runs on epoll"
+    );
+    crate::diag::event::ring_refused(id, &err);
+    shared.shards[id].refuse_ring(IoUringRefusal {
+        errno: err.raw_os_error(),
+        reason: format!("shard {id} could not enable its ring"),
+    });
+    // Without an epoll instance either (out of fds), the shard's first park
+    // fails, and with it the runtime, through the shard loop's failure path.
+    let poller = Poller::new(eventfd).unwrap_or_else(|_| Poller::dead());
+    (epoll(poller), Some(ring))
 }
 
 /// CPUs this process may run on, in order.

@@ -46,6 +46,7 @@ mod worker;
 pub(crate) use inbox::Command;
 pub(crate) use schedule::{admit_stealable, schedule, submit_pinned, submit_stealable};
 pub(crate) use shared::{ShardShared, Shared};
+pub(crate) use spin::{schedstat_of, SchedstatSlot};
 pub(crate) use steer::choose_op_lane;
 pub(crate) use worker::Worker;
 

@@ -60,6 +60,9 @@ pub(crate) struct ShardShared {
     /// before), read by other spinning shards (`share_cpu.rs`).
     pub(crate) cpu: AtomicU32,
     pub(crate) features: OnceLock<RingFeatures>,
+    /// Why this shard runs on epoll although its ring was created: the
+    /// ring would not enable on the shard's thread (set once, there).
+    pub(crate) ring_refusal: OnceLock<crate::IoUringRefusal>,
     pub(crate) timers: ShardTimers,
 }
 
@@ -83,6 +86,7 @@ impl ShardShared {
             parked_since: AtomicU64::new(0),
             poll_times: crate::stats::PollTimes::default(),
             features: OnceLock::new(),
+            ring_refusal: OnceLock::new(),
             timers: ShardTimers::new(),
         }
     }
@@ -92,6 +96,17 @@ impl ShardShared {
         let _ = self.features.set(features);
         let fd = if features.msg_ring { fd } else { -1 };
         self.ring_fd.store(fd, Ordering::Release);
+    }
+
+    /// The shard's ring would not enable, and it runs on epoll: peers stop
+    /// sending it `MSG_RING`s (doorbells take its eventfd, direct messages
+    /// its mailbox). The ring itself stays open until the shard exits, so
+    /// its fd number cannot pass to another ring while a peer may still
+    /// hold it; what a peer posts to it meanwhile fails, and takes the
+    /// same fallback.
+    pub(crate) fn refuse_ring(&self, refusal: crate::IoUringRefusal) {
+        self.ring_fd.store(-1, Ordering::Release);
+        let _ = self.ring_refusal.set(refusal);
     }
 
     /// The ring fd to send a `MSG_RING` doorbell to, if that path is usable.
@@ -282,6 +297,7 @@ impl Shared {
                 pending_native_ops: shard.ops.pending(),
                 ops_in_flight: crate::stats::ops_in_flight(&shard.ops.by_opcode()),
                 ring: shard.features.get().copied().unwrap_or_default(),
+                ring_refusal: shard.ring_refusal.get().cloned(),
                 ..ShardStats::default()
             };
             let (poll_time_buckets, poll_time_sum_ns) = shard.poll_times.snapshot();

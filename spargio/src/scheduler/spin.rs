@@ -21,6 +21,11 @@
 //!   cores: hyper under wrk waits for CPU 35–45% of the time, a cross-shard
 //!   ping-pong on otherwise idle cores 0–3%. Without the file
 //!   (a kernel built without `CONFIG_SCHED_INFO`) the shard always spins.
+//!   The file is opened by `build`, on the calling thread, as
+//!   `/proc/self/task/TID/schedstat` (`schedstat_of`): `build` does not
+//!   wait for the shard threads to start, and every fd the runtime holds
+//!   is open when it returns, so that counts of open fds taken then stay
+//!   right. The shard picks it up from a shared slot at its first sample.
 //! * **Adaptive length**, like the kernel's guest halt-polling: a park that
 //!   ended within `max` of starting (a longer spin would have caught the
 //!   work) doubles the window, up to `max`, restarting from `GROW_START`
@@ -57,7 +62,39 @@
 use std::cell::Cell;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::os::unix::thread::JoinHandleExt;
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Where `build` leaves a shard thread's schedstat file for the shard.
+pub(crate) type SchedstatSlot = Arc<OnceLock<File>>;
+
+/// Opens `/proc/self/task/TID/schedstat` for `thread`, from any thread.
+///
+/// The thread's kernel id comes from its CPU-time clock id:
+/// `pthread_getcpuclockid` (glibc and musl) encodes the TID the kernel
+/// wrote back at `clone` as `MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`,
+/// the kernel's ABI for per-thread CPU clocks (`~tid << 3 | 6`). `None`
+/// when the id does not have that shape or the file cannot be opened (no
+/// `CONFIG_SCHED_INFO`, no `/proc`): the shard then always spins.
+pub(crate) fn schedstat_of<T>(thread: &JoinHandle<T>) -> Option<File> {
+    File::open(format!("/proc/self/task/{}/schedstat", tid_of(thread)?)).ok()
+}
+
+/// `thread`'s kernel id (see `schedstat_of`).
+fn tid_of<T>(thread: &JoinHandle<T>) -> Option<libc::pid_t> {
+    const PER_THREAD_SCHED: libc::clockid_t = 6;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: the pthread_t is a live thread's (its JoinHandle is held, so
+    // it has not been joined or detached); `clock` is a valid out pointer.
+    let r = unsafe { libc::pthread_getcpuclockid(thread.as_pthread_t(), &mut clock) };
+    if r != 0 || clock & 7 != PER_THREAD_SCHED {
+        return None;
+    }
+    let tid = !(clock >> 3);
+    (tid > 0).then_some(tid)
+}
 
 /// Longest the window grows to, unless the base is longer.
 const MAX_WINDOW: Duration = Duration::from_micros(200);
@@ -101,9 +138,9 @@ pub(super) struct AdaptiveSpin {
     base: Duration,
     max: Duration,
     current: Cell<Duration>,
-    /// The creating thread's `/proc/thread-self/schedstat` (the shard
-    /// builds this on its own thread); `None` if it cannot be read.
-    schedstat: Option<File>,
+    /// The shard thread's schedstat file, once `build` has opened it
+    /// (empty if it could not be read).
+    schedstat: SchedstatSlot,
     /// The last sample: when, and the run delay (ns) then.
     last: Cell<Option<(Instant, u64)>>,
     /// The coarse clock at the last sample (0: none yet).
@@ -114,7 +151,7 @@ pub(super) struct AdaptiveSpin {
 }
 
 impl AdaptiveSpin {
-    pub(super) fn new(base: Duration) -> AdaptiveSpin {
+    pub(super) fn new(base: Duration, schedstat: SchedstatSlot) -> AdaptiveSpin {
         let max = if base.is_zero() {
             Duration::ZERO
         } else {
@@ -124,11 +161,7 @@ impl AdaptiveSpin {
             base,
             max,
             current: Cell::new(base),
-            schedstat: if base.is_zero() {
-                None
-            } else {
-                File::open("/proc/thread-self/schedstat").ok()
-            },
+            schedstat,
             last: Cell::new(None),
             last_coarse: Cell::new(0),
             pressure: Cell::new(0),
@@ -177,7 +210,7 @@ impl AdaptiveSpin {
 
     /// Nanoseconds this thread has spent runnable but not running.
     fn run_delay(&self) -> Option<u64> {
-        let file = self.schedstat.as_ref()?;
+        let file = self.schedstat.get()?;
         let mut buf = [0u8; 96];
         let n = file.read_at(&mut buf, 0).ok()?;
         let text = std::str::from_utf8(&buf[..n]).ok()?;
@@ -211,7 +244,7 @@ mod tests {
 
     #[test]
     fn grows_on_short_parks_and_shrinks_on_long_ones() {
-        let s = AdaptiveSpin::new(Duration::from_micros(50));
+        let s = AdaptiveSpin::new(Duration::from_micros(50), SchedstatSlot::default());
         assert_eq!(
             s.current.get(),
             Duration::from_micros(50),
@@ -236,14 +269,14 @@ mod tests {
 
     #[test]
     fn zero_base_never_spins() {
-        let s = AdaptiveSpin::new(Duration::ZERO);
+        let s = AdaptiveSpin::new(Duration::ZERO, SchedstatSlot::default());
         s.parked(Duration::from_micros(1));
         assert_eq!(s.window(), Duration::ZERO);
     }
 
     #[test]
     fn waiting_for_cpu_stops_the_spin_and_its_absence_restarts_it() {
-        let s = AdaptiveSpin::new(Duration::from_micros(50));
+        let s = AdaptiveSpin::new(Duration::from_micros(50), SchedstatSlot::default());
         let t0 = Instant::now();
         let ms = |n: u64| t0 + Duration::from_millis(n);
         let mut delay = 0;
@@ -265,25 +298,41 @@ mod tests {
 
     #[test]
     fn contended_follows_the_pressure_and_never_holds_without_a_spin() {
-        let s = AdaptiveSpin::new(Duration::from_micros(50));
+        let s = AdaptiveSpin::new(Duration::from_micros(50), SchedstatSlot::default());
         assert!(!s.contended());
         s.pressure.set(CONTENDED + 1);
         assert!(s.contended());
-        let off = AdaptiveSpin::new(Duration::ZERO);
+        let off = AdaptiveSpin::new(Duration::ZERO, SchedstatSlot::default());
         off.pressure.set(PRESSURE_ONE);
         assert!(!off.contended(), "spin_before_park(0) means park at once");
     }
 
     #[test]
-    fn the_run_delay_is_read_from_the_kernel() {
-        let s = AdaptiveSpin::new(Duration::from_micros(50));
+    fn the_run_delay_is_read_from_the_kernel_for_another_thread() {
         // Any Linux with schedstat: a number, and it never goes backwards.
         if !std::path::Path::new("/proc/thread-self/schedstat").exists() {
             eprintln!("SKIP: this kernel has no /proc/thread-self/schedstat");
             return;
         }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: plain syscall, no arguments.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            let _ = stop_rx.recv();
+        });
+        // Taken from the handle alone, before the thread ran: the same id
+        // the thread finds for itself.
+        let tid = tid_of(&thread).expect("a tid from the clock id");
+        let file = schedstat_of(&thread).expect("the thread's schedstat opens");
+        assert_eq!(rx.recv().unwrap(), tid);
+        let slot = SchedstatSlot::default();
+        slot.set(file).unwrap();
+        let s = AdaptiveSpin::new(Duration::from_micros(50), slot);
         let a = s.run_delay().expect("schedstat parses");
         let b = s.run_delay().expect("schedstat parses");
         assert!(b >= a);
+        stop_tx.send(()).unwrap();
+        thread.join().unwrap();
     }
 }

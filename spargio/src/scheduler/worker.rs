@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::run_queue::{Origin, RunQueue};
-use super::spin::{self as spinning, AdaptiveSpin};
+use super::spin::{self as spinning, AdaptiveSpin, SchedstatSlot};
 use super::steal::StealState;
 use super::{inbox::Command, ShardShared, Shared};
 use crate::driver::{handshake_fence, DirectMsg, Driver, Reaped};
@@ -100,6 +100,7 @@ impl Worker {
         id: ShardId,
         deque: crossbeam_deque::Worker<Runnable>,
         driver: Driver,
+        schedstat: SchedstatSlot,
     ) -> Worker {
         let n = shared.shard_count();
         Worker {
@@ -118,7 +119,7 @@ impl Worker {
             poll_sample: Cell::new(1),
             ring_warned: Cell::new(false),
             poll_clock: Cell::new(0),
-            spin: AdaptiveSpin::new(shared.config.spin_before_park),
+            spin: AdaptiveSpin::new(shared.config.spin_before_park, schedstat),
             oversubscribed: n > crate::runtime::available_cpus(),
             cede: Cell::new(false),
             max_spinners: (n / 2).max(1),

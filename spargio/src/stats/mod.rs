@@ -229,6 +229,12 @@ pub struct ShardStats {
     pub pending_native_ops: usize,
     /// The ring features this shard obtained.
     pub ring: RingFeatures,
+    /// Set when this shard's ring, created by `build`, would not enable
+    /// on the shard's own thread (which the kernel does not refuse in
+    /// practice): the shard then runs on epoll, as an `Auto` runtime does
+    /// where io_uring is refused, and says so in an `error` event (target
+    /// `spargio::shard`).
+    pub ring_refusal: Option<crate::IoUringRefusal>,
     /// Timers armed in this shard's wheel and not yet fired.
     pub timers_armed: usize,
     /// Tasks homed on this shard that have not ended (spawned, not yet

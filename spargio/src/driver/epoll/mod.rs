@@ -57,7 +57,8 @@ use slab::Slab;
 use self::bufs::BufGroups;
 use self::exec::{Progress, Step};
 use self::offload::Offload;
-use self::poller::{Armed, Poller, EVENTFD_TOKEN};
+pub(crate) use self::poller::Poller;
+use self::poller::{Armed, EVENTFD_TOKEN};
 use self::sqe::Sqe;
 use super::ops_table::{OpKey, OpTable, Reaped};
 use super::user_data::{Tag, UserData};
@@ -151,14 +152,18 @@ pub(crate) struct EpollDriver {
 impl EpollDriver {
     /// A driver for `shard`, woken through `eventfd` (which must outlive
     /// it).
+    /// The driver of shard `shard`, on its thread, around `poller` (made
+    /// by `build` on the calling thread, so that its errors are `build`'s
+    /// and its fd is open when `build` returns).
     pub(crate) fn new(
+        poller: Poller,
         eventfd: RawFd,
         shared: Arc<Shared>,
         shard: ShardId,
-    ) -> io::Result<EpollDriver> {
+    ) -> EpollDriver {
         epochs::activate();
-        Ok(EpollDriver {
-            poller: Poller::new(eventfd)?,
+        EpollDriver {
+            poller,
             eventfd,
             pending: Slab::new(),
             by_user_data: HashMap::default(),
@@ -176,7 +181,7 @@ impl EpollDriver {
             retry: Vec::new(),
             fd_waiters: 0,
             again: Vec::new(),
-        })
+        }
     }
 
     /// Runs (or starts waiting for) the operation `entry` describes, and

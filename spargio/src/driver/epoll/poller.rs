@@ -32,8 +32,9 @@ pub(super) enum Armed {
 pub(super) const EVENTS_PER_WAIT: usize = 256;
 
 #[derive(Debug)]
-pub(super) struct Poller {
-    epfd: OwnedFd,
+pub(crate) struct Poller {
+    /// `None` only for `dead`.
+    epfd: Option<OwnedFd>,
     events: Vec<libc::epoll_event>,
 }
 
@@ -43,7 +44,7 @@ pub(super) struct Poller {
 static NO_PWAIT2: AtomicBool = AtomicBool::new(false);
 
 impl Poller {
-    pub(super) fn new(eventfd: RawFd) -> io::Result<Poller> {
+    pub(crate) fn new(eventfd: RawFd) -> io::Result<Poller> {
         // SAFETY: plain syscall; the result is checked.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if fd < 0 {
@@ -52,7 +53,7 @@ impl Poller {
         // SAFETY: a fresh fd nothing else owns.
         let epfd = unsafe { OwnedFd::from_raw_fd(fd) };
         let poller = Poller {
-            epfd,
+            epfd: Some(epfd),
             events: Vec::with_capacity(EVENTS_PER_WAIT),
         };
         let mut ev = libc::epoll_event {
@@ -60,18 +61,27 @@ impl Poller {
             u64: EVENTFD_TOKEN,
         };
         // SAFETY: `ev` is a valid event for the duration of the call.
-        let r = unsafe {
-            libc::epoll_ctl(
-                poller.epfd.as_raw_fd(),
-                libc::EPOLL_CTL_ADD,
-                eventfd,
-                &mut ev,
-            )
-        };
+        let r = unsafe { libc::epoll_ctl(poller.raw(), libc::EPOLL_CTL_ADD, eventfd, &mut ev) };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(poller)
+    }
+
+    /// A poller without an epoll instance, for a shard that could get
+    /// neither a ring nor one (`runtime.rs`): every call on it fails with
+    /// `EBADF`, so the shard's first park fails it through the shard
+    /// loop's failure path (reported, runtime shut down, tasks dropped).
+    pub(crate) fn dead() -> Poller {
+        Poller {
+            epfd: None,
+            events: Vec::new(),
+        }
+    }
+
+    /// The epoll fd, or -1 (which every syscall refuses) for `dead`.
+    fn raw(&self) -> RawFd {
+        self.epfd.as_ref().map_or(-1, |fd| fd.as_raw_fd())
     }
 
     /// Arms `fd` one-shot for `interest` (`EPOLLIN`/`EPOLLOUT`/...).
@@ -100,7 +110,7 @@ impl Poller {
                 u64: fd as u64,
             };
             // SAFETY: `ev` is a valid event for the duration of the call.
-            if unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), op, fd, &mut ev) } == 0 {
+            if unsafe { libc::epoll_ctl(self.raw(), op, fd, &mut ev) } == 0 {
                 return Ok(Armed::Yes);
             }
             let err = io::Error::last_os_error();
@@ -131,7 +141,7 @@ impl Poller {
                 });
                 // SAFETY: `ptr` has room for `cap` events (the vector's
                 // capacity); the kernel writes at most `cap`.
-                unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), ptr, cap, ms) as i64 }
+                unsafe { libc::epoll_wait(self.raw(), ptr, cap, ms) as i64 }
             } else {
                 let ts = timeout.map(|t| libc::timespec {
                     tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
@@ -145,7 +155,7 @@ impl Poller {
                 unsafe {
                     libc::syscall(
                         libc::SYS_epoll_pwait2,
-                        self.epfd.as_raw_fd(),
+                        self.raw(),
                         ptr,
                         cap,
                         tsp,

@@ -84,7 +84,10 @@ impl std::fmt::Debug for UringDriver {
 impl UringDriver {
     /// Wraps a freshly created ring and arms the eventfd read.
     /// `eventfd` must outlive the driver.
-    pub(crate) fn new(ring: Ring, eventfd: RawFd) -> io::Result<UringDriver> {
+    /// The driver of an enabled `ring`. The eventfd read is queued here
+    /// and goes to the kernel with the shard's first submission (at the
+    /// latest its first park, which re-arms it if it could not be queued).
+    pub(crate) fn new(ring: Ring, eventfd: RawFd) -> UringDriver {
         let mut driver = UringDriver {
             ring,
             eventfd,
@@ -98,9 +101,9 @@ impl UringDriver {
             op_cqes: Vec::new(),
             bgids: BgidPool::default(),
         };
-        driver.arm_eventfd()?;
-        driver.ring.submit()?;
-        Ok(driver)
+        // A fresh ring's submission queue has room; if not, `park` arms it.
+        let _ = driver.arm_eventfd();
+        driver
     }
 
     fn arm_eventfd(&mut self) -> io::Result<()> {
