@@ -82,13 +82,11 @@ impl std::fmt::Debug for UringDriver {
 }
 
 impl UringDriver {
-    /// Wraps a freshly created ring and arms the eventfd read.
-    /// `eventfd` must outlive the driver.
-    /// The driver of an enabled `ring`. The eventfd read is queued here
-    /// and goes to the kernel with the shard's first submission (at the
-    /// latest its first park, which re-arms it if it could not be queued).
+    /// The driver of an enabled `ring`; `eventfd` must outlive it. The eventfd read is armed by the
+    /// first `park` (a shard that never parks, say one started after its
+    /// runtime began to shut down, has none for `quiesce` to wait out).
     pub(crate) fn new(ring: Ring, eventfd: RawFd) -> UringDriver {
-        let mut driver = UringDriver {
+        UringDriver {
             ring,
             eventfd,
             eventfd_buf: Box::new(0),
@@ -100,10 +98,7 @@ impl UringDriver {
             health: RingHealth::default(),
             op_cqes: Vec::new(),
             bgids: BgidPool::default(),
-        };
-        // A fresh ring's submission queue has room; if not, `park` arms it.
-        let _ = driver.arm_eventfd();
-        driver
+        }
     }
 
     fn arm_eventfd(&mut self) -> io::Result<()> {
@@ -248,10 +243,13 @@ impl UringDriver {
             ops.complete_batch(self.op_cqes.drain(..), out);
         }
         if rearm {
+            // Re-armed by the next `park`, the only wait it must end: a
+            // doorbell rung meanwhile stays counted in the eventfd and
+            // completes that read at once. Re-arming here instead made the
+            // last wake of a shutdown (the runtime's drop rings every
+            // shard's eventfd) leave a read armed for `quiesce` to ring and
+            // wait out: a write and an enter more on every shard's exit.
             self.eventfd_armed = false;
-            // A full submission queue is no reason to fail the reap: the
-            // read is re-armed before the shard next parks (`park`).
-            let _ = self.arm_eventfd();
         }
         Ok(n)
     }
