@@ -18,6 +18,11 @@
 //!   connection pinned on its session shard (`spawn_on_session`), hyper
 //!   over `TokioIo::new(Compat::new(stream))`.
 //!
+//! For measuring the opt-in placement only (never in the default
+//! comparison): `SPARGIO_ACCEPT=incoming-cpu` accepts with
+//! `StreamSessionPolicy::IncomingCpu` instead of round robin, and
+//! `SPARGIO_PIN=1` builds with `thread_affinity(true)`.
+//!
 //! Prints `ready <pid>` once listening and serves until killed. Connection
 //! errors (wrk resets its connections at the end of a run) are ignored.
 
@@ -28,6 +33,7 @@ use std::process::ExitCode;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use spargio::net::StreamSessionPolicy;
 use spargio_bench::server::{hello, ready, ServerArgs};
 
 // ===== tokio =====
@@ -62,7 +68,10 @@ fn serve_tokio(addr: SocketAddr, workers: usize) -> io::Result<()> {
 // ===== spargio =====
 
 fn serve_spargio(addr: SocketAddr, workers: usize) -> io::Result<()> {
-    let builder = spargio::Runtime::builder().shards(workers);
+    let pin = std::env::var_os("SPARGIO_PIN").is_some_and(|v| v == "1");
+    let builder = spargio::Runtime::builder()
+        .shards(workers)
+        .thread_affinity(pin);
     spargio::block_on(spargio::run_with(builder, move |handle| async move {
         let listener = spargio::net::TcpListener::bind(&handle, addr).await?;
         ready();
@@ -75,8 +84,12 @@ async fn accept_spargio(
     handle: spargio::RuntimeHandle,
     listener: spargio::net::TcpListener,
 ) -> io::Result<()> {
+    let policy = match std::env::var("SPARGIO_ACCEPT").as_deref() {
+        Ok("incoming-cpu") => StreamSessionPolicy::IncomingCpu,
+        _ => StreamSessionPolicy::RoundRobin,
+    };
     loop {
-        let stream = match listener.accept_round_robin().await {
+        let stream = match listener.accept_with_session_policy(policy).await {
             Ok((stream, _peer)) => stream,
             Err(_) => continue,
         };

@@ -18,7 +18,7 @@
 //! closed (the peer sees a reset or EOF), never leaked.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::task::{Context, Poll};
 
 use super::StreamSessionPolicy;
@@ -72,7 +72,8 @@ impl IncomingCore {
                     // SAFETY: a successful ACCEPT returns a new fd that
                     // nothing else owns.
                     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-                    return Poll::Ready(self.policy.pick(&self.handle).map(|s| (fd, s)));
+                    let session = self.policy.pick_for(&self.handle, fd.as_raw_fd());
+                    return Poll::Ready(session.map(|s| (fd, s)));
                 }
             }
         }

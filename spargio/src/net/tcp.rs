@@ -254,7 +254,7 @@ impl TcpStream {
         policy: StreamSessionPolicy,
     ) -> io::Result<TcpStream> {
         let handle = handle.as_ref();
-        let session = policy.pick(handle)?;
+        let session = policy.pick_for(handle, stream.as_raw_fd())?;
         Ok(TcpStream::from_parts(
             handle,
             OwnedFd::from(stream),
@@ -389,9 +389,12 @@ impl TcpListener {
         &self,
         policy: StreamSessionPolicy,
     ) -> io::Result<(TcpStream, SocketAddr)> {
-        let session = policy.pick(&self.handle)?;
+        // Checked up front (a bad `Fixed` shard fails before accepting);
+        // `pick_for` decides once the stream exists.
+        policy.pick_checked(&self.handle)?;
         let op = Accept::new(self.fd.clone());
         let (fd, peer) = Op::submit(&self.handle.shared, Lane::Current, op).await?;
+        let session = policy.pick_for(&self.handle, fd.as_raw_fd())?;
         Ok((
             TcpStream::from_parts(&self.handle, fd, session),
             sock_addr(peer)?,

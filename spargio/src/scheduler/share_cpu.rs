@@ -77,7 +77,7 @@ impl Worker {
 
     /// Records the CPU this thread runs on (written only when it changed,
     /// so the line stays shared between readers); returns it.
-    fn publish_cpu(&self) -> u32 {
+    pub(super) fn publish_cpu(&self) -> u32 {
         // SAFETY: `sched_getcpu` takes no arguments and touches no memory of
         // ours; it returns -1 on failure, which maps to `NO_CPU`.
         let cpu = unsafe { libc::sched_getcpu() };

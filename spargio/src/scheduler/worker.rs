@@ -181,6 +181,10 @@ impl Worker {
 
     /// Steps 1 and 2: inbox, completions, timers, message waiters.
     fn maintenance(&self) {
+        // Where this shard runs, for `IncomingCpu` stream placement: a
+        // read of the kernel's per-thread rseq area (glibc 2.35+), and a
+        // store only when the kernel has moved us.
+        self.publish_cpu();
         self.drain_inbox();
         self.poll_driver();
         self.fire_timers();
