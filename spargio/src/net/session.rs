@@ -28,6 +28,8 @@ pub enum StreamSessionPolicy {
     /// queues spread over CPUs, or clients and shards pinned (see
     /// [`thread_affinity`](crate::RuntimeBuilder::thread_affinity)). A
     /// client thread that moves after connecting takes the benefit with it.
+    /// For long-lived connections: with a connection per request, measured
+    /// on loopback, it did worse than `RoundRobin` (`bench/README.md`).
     ///
     /// Streams still spread: a stream whose CPU's shard is ahead of the
     /// shard with the fewest streams by more than one stream plus an even
