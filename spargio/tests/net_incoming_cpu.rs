@@ -79,8 +79,11 @@ fn accept_on(handle: &RuntimeHandle, on: usize, listener: &Arc<TcpListener>) -> 
     spargio::block_on(task).unwrap()
 }
 
-#[test]
-fn an_accepted_connection_is_served_on_the_shard_of_its_cpu() {
+/// Runs `body` with a listener on a runtime of two pinned shards (within
+/// the hang bound); skipped on a machine with fewer than two CPUs.
+fn on_pinned_listener(
+    body: impl FnOnce(&RuntimeHandle, &Arc<TcpListener>, SocketAddr) + Send + 'static,
+) {
     let Some(rt) = two_pinned_shards() else {
         return;
     };
@@ -89,10 +92,17 @@ fn an_accepted_connection_is_served_on_the_shard_of_its_cpu() {
         let listener =
             Arc::new(TcpListener::bind_socket_addr(&h, "127.0.0.1:0".parse().unwrap()).unwrap());
         let addr = listener.local_addr().unwrap();
+        body(&h, &listener, addr);
+    });
+}
+
+#[test]
+fn an_accepted_connection_is_served_on_the_shard_of_its_cpu() {
+    on_pinned_listener(|h, listener, addr| {
         // Whichever shard accepts, the session follows the client's CPU.
         for (client_cpu, accepting) in [(1, 0), (0, 1), (1, 1), (0, 0), (1, 0), (0, 1)] {
             let _client = connect_from(client_cpu, addr);
-            let session = accept_on(&h, accepting, &listener);
+            let session = accept_on(h, accepting, listener);
             assert_eq!(
                 session, client_cpu,
                 "client on CPU {client_cpu}, accepted on shard {accepting}"
@@ -103,19 +113,12 @@ fn an_accepted_connection_is_served_on_the_shard_of_its_cpu() {
 
 #[test]
 fn connections_from_one_cpu_still_spread_over_every_shard() {
-    let Some(rt) = two_pinned_shards() else {
-        return;
-    };
-    let h = rt.handle();
-    common::within_hang_bound(move || {
-        let listener =
-            Arc::new(TcpListener::bind_socket_addr(&h, "127.0.0.1:0".parse().unwrap()).unwrap());
-        let addr = listener.local_addr().unwrap();
+    on_pinned_listener(|h, listener, addr| {
         let mut per_shard = [0usize; 2];
         let mut clients = Vec::new();
         for _ in 0..16 {
             clients.push(connect_from(1, addr));
-            per_shard[accept_on(&h, 0, &listener)] += 1;
+            per_shard[accept_on(h, 0, listener)] += 1;
         }
         // The near shard may lead by one stream plus an even share (8):
         // 12 and 4, with nothing else placed.
