@@ -347,3 +347,40 @@ fn every_fd_the_runtime_holds_is_open_when_build_returns() {
         }
     });
 }
+
+/// Streams owned by tasks that the runtime's shutdown drops are closed by
+/// the time the drop returns: the closes they queue in their shard's ring
+/// reach the kernel before the ring is torn down.
+#[test]
+fn streams_dropped_with_their_tasks_at_shutdown_are_closed_by_the_drop() {
+    let _serial = serial();
+    common::within_hang_bound(|| {
+        for _ in 0..10 {
+            let before = open_fds();
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let rt = common::runtime(2);
+            let h = rt.handle();
+            let (tx, rx) = std::sync::mpsc::channel();
+            for shard in 0..2 {
+                let (h2, tx) = (h.clone(), tx.clone());
+                h.spawn_pinned(shard, async move {
+                    let stream = TcpStream::connect(&h2, addr).await.unwrap();
+                    tx.send(()).unwrap();
+                    std::future::pending::<()>().await;
+                    drop(stream);
+                })
+                .unwrap();
+            }
+            let peers: Vec<_> = (0..2).map(|_| listener.accept().unwrap()).collect();
+            for _ in 0..2 {
+                rx.recv().unwrap();
+            }
+            drop(h);
+            drop(rt);
+            drop(peers);
+            drop(listener);
+            assert_eq!(open_fds(), before, "a stream's fd outlived the runtime");
+        }
+    });
+}

@@ -214,6 +214,11 @@ impl Worker {
             let res = self.park_driver(Some(Duration::from_millis(10)));
             self.check_ring(res.map(drop));
         }
+        // What else is queued goes to the kernel now: the closes of the
+        // fds of streams and files dropped with their tasks above. The
+        // ring is torn down next, and a close never submitted would leave
+        // its fd open (`rt_reclaim`).
+        self.flush_doorbells();
     }
 }
 

@@ -307,6 +307,11 @@ impl UringDriver {
     /// memory is in use: rings our own eventfd to finish the armed read, and
     /// waits for its CQE without re-arming.
     fn quiesce(&mut self) -> io::Result<()> {
+        // Anything still queued (a close, a cancel) is submitted, not
+        // dropped with the ring.
+        if self.has_unsubmitted() {
+            self.submit()?;
+        }
         while self.eventfd_armed {
             wake::ring_eventfd(self.eventfd);
             self.ring.wait(Some(Duration::from_millis(10)))?;
