@@ -163,8 +163,21 @@ fn a_signal_subscribed_after_threads_exist_still_arrives() {
 }
 
 /// Whether the thread named `name` in this process blocks `sig`
-/// (`SigBlk` in `/proc/self/task/*/status`).
+/// (`SigBlk` in `/proc/self/task/*/status`). `build` does not wait for its
+/// shard threads, which name themselves when they start: a thread not
+/// found is looked for again, for a bounded while.
 fn named_thread_blocks(name: &str, sig: i32) -> Option<bool> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let found = find_named_thread_blocks(name, sig);
+        if found.is_some() || std::time::Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+fn find_named_thread_blocks(name: &str, sig: i32) -> Option<bool> {
     for task in std::fs::read_dir("/proc/self/task").unwrap() {
         let dir = task.unwrap().path();
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
