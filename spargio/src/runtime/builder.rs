@@ -471,7 +471,10 @@ impl RuntimeBuilder {
     /// Validates the configuration, creates one ring (or, on epoll, one
     /// epoll instance) per shard on the calling thread, and starts the
     /// shard threads. It returns without waiting for them to run: tasks
-    /// spawned and messages sent meanwhile wait in the shards' queues.
+    /// spawned and messages sent meanwhile wait in the shards' queues, and
+    /// each thread takes its name and (with
+    /// [`thread_affinity`](Self::thread_affinity)) its CPU when it starts.
+    /// Every fd the runtime holds is open by the time it returns.
     pub fn build(self) -> Result<Runtime, RuntimeError> {
         super::runtime::start(self.validate()?)
     }
