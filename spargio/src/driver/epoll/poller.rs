@@ -45,6 +45,12 @@ static NO_PWAIT2: AtomicBool = AtomicBool::new(false);
 
 impl Poller {
     pub(crate) fn new(eventfd: RawFd) -> io::Result<Poller> {
+        // The fd table starts here, on `build`'s thread: an fd the runtime
+        // adopts before it is kept counts as not owned, and is armed
+        // one-shot for every wait (`epochs.rs`). With `build` no longer
+        // waiting for the shards, activating on the shard's thread let a
+        // runtime's first sockets (made right after `build`) take that path.
+        super::epochs::activate();
         // SAFETY: plain syscall; the result is checked.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if fd < 0 {
