@@ -177,3 +177,56 @@ fn a_task_spawning_ten_thousand_children_just_works() {
     .unwrap();
     assert_eq!(total, (0..10_000u64).sum::<u64>());
 }
+
+/// Pins the calling thread to `cpu`.
+fn pin(cpu: usize) {
+    // SAFETY: `set` is plain data, fully initialised before the call reads
+    // it; the call only changes this thread's affinity.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "pin to CPU {cpu}"
+        );
+    }
+}
+
+#[test]
+fn a_stealable_spawn_from_outside_goes_to_the_shard_on_the_callers_cpu() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        eprintln!("SKIP: needs two CPUs, this process may use {cpus}");
+        return;
+    }
+    let rt = spargio::Runtime::builder()
+        .shards(2)
+        .thread_affinity(true)
+        .build()
+        .unwrap();
+    let h = rt.handle();
+    // `build` does not wait for the shards: let each run once, so that each
+    // has published the CPU it is pinned to.
+    for s in 0..2 {
+        block_on(h.spawn_pinned(s, async {}).unwrap()).unwrap();
+    }
+    // Both shards idle, so the loads tie: the caller's CPU decides. Shard
+    // `i` is pinned to CPU `i`. A spawning thread per CPU, so that its
+    // affinity is its own.
+    for cpu in [0, 1, 1, 0, 1, 0, 0, 1] {
+        let h = h.clone();
+        let (before, after) = std::thread::spawn(move || {
+            pin(cpu);
+            let count = |h: &spargio::RuntimeHandle| {
+                h.stats_snapshot().shards[cpu].counters.spawn_stealable
+            };
+            let before = count(&h);
+            block_on(h.spawn_stealable(async {}).unwrap()).unwrap();
+            (before, count(&h))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(after, before + 1, "a spawn from CPU {cpu} went elsewhere");
+    }
+}
