@@ -124,9 +124,10 @@ impl RuntimeHandle {
         Ok(handle)
     }
 
-    /// Runs `fut` on the least-loaded shard (chosen now); idle shards may
-    /// steal it before it runs, and it may move whenever it is woken on
-    /// another shard. Hence `Send`:
+    /// Runs `fut` on the least-loaded shard (chosen now; among equals, the
+    /// calling shard, or from outside the runtime the shard on the caller's
+    /// CPU); idle shards may steal it before it runs, and it may move
+    /// whenever it is woken on another shard. Hence `Send`:
     ///
     /// ```compile_fail
     /// # let rt = spargio::Runtime::builder().shards(1).build().unwrap();
