@@ -6,9 +6,11 @@
 //! long time), the task it just woke would be stranded here, invisible to
 //! stealers. An idle shard that sees the slot occupied while the owner's
 //! poll counter has not moved for `LIFO_RESCUE_AFTER` takes it (see
-//! `steal.rs`). Every transfer is an atomic swap, so each task is taken by
-//! exactly one side; the loom model below checks that no task is lost or
-//! taken twice when the owner pushes and pops while a rescuer takes.
+//! `steal.rs`). Every take is an atomic swap, so each task is taken by
+//! exactly one side; only the owner puts tasks in, so its push into an
+//! empty slot is a plain store. The loom model below checks that no task
+//! is lost or taken twice when the owner pushes and pops while a rescuer
+//! takes.
 
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicPtr, Ordering};
@@ -62,6 +64,34 @@ impl<T: RawTask> LifoSlot<T> {
         // `T::into_raw` (above; the field is private), and the swap moves
         // it out of the slot to exactly one caller.
         NonNull::new(old).map(|p| unsafe { T::from_raw(p) })
+    }
+
+    /// The owner puts `r` in the slot and gets back what was there.
+    ///
+    /// Only the owning shard calls this (rescuers only `take`), so a slot
+    /// the owner finds empty stays empty until its own store: the store
+    /// needs no read-modify-write. That saves one locked instruction per
+    /// wake in a chain of tasks waking each other (the common case: the
+    /// owner took the slot's task before polling it).
+    ///
+    /// Why the store is sound: a rescuer's swap is one atomic
+    /// read-modify-write, so in the slot's modification order it falls
+    /// either before the store (it read the empty slot, or an older task,
+    /// and left it empty) or after it (it takes the task just stored).
+    /// Nothing can slip between the owner's empty read and its store,
+    /// because no one else ever puts a task in. Under loom the push is a
+    /// swap: loom does not yet order a plain store against a concurrent
+    /// read-modify-write (tokio-rs/loom#254) and reports histories the
+    /// memory model rules out.
+    pub(crate) fn push(&self, r: T) -> Option<T> {
+        if !cfg!(loom) && self.ptr.load(Ordering::Relaxed).is_null() {
+            // Release: hands the task's state to whoever takes it (the
+            // owner, or a rescuer's Acquire swap).
+            self.ptr.store(r.into_raw().as_ptr(), Ordering::Release);
+            None
+        } else {
+            self.swap(Some(r))
+        }
     }
 
     pub(crate) fn take(&self) -> Option<T> {
@@ -129,18 +159,18 @@ mod loom_tests {
                 loom::thread::spawn(move || slot.take().into_iter().count())
             };
             let mut owner = 0;
-            assert!(slot.swap(Some(Box::new(Task(drops.clone())))).is_none());
-            owner += slot
-                .swap(Some(Box::new(Task(drops.clone()))))
-                .into_iter()
-                .count();
+            assert!(slot.push(Box::new(Task(drops.clone()))).is_none());
+            owner += slot.push(Box::new(Task(drops.clone()))).into_iter().count();
             owner += slot.take().into_iter().count();
+            // The slot may be empty (taken above) or not (the rescuer took
+            // the first task before the second push): either way a push.
+            owner += slot.push(Box::new(Task(drops.clone()))).into_iter().count();
             let rescued = rescuer.join().unwrap();
             let left = slot.take().into_iter().count();
-            assert_eq!(owner + rescued + left, 2, "each task taken once");
+            assert_eq!(owner + rescued + left, 3, "each task taken once");
             assert!(rescued <= 1);
             drop(slot);
-            assert_eq!(drops.load(Ordering::Relaxed), 2, "each task dropped once");
+            assert_eq!(drops.load(Ordering::Relaxed), 3, "each task dropped once");
         });
     }
 }

@@ -46,7 +46,7 @@ impl RunQueue {
 
     /// Puts `r` in the LIFO slot; returns the task it displaced.
     pub(crate) fn push_lifo(&self, lifo: &LifoSlot, r: Runnable) -> Option<Runnable> {
-        lifo.swap(Some(r))
+        lifo.push(r)
     }
 
     /// Appends `r` to the queue of its kind. True when it went to the
