@@ -8,23 +8,9 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use common::pin;
 use spargio::net::{StreamSessionPolicy, TcpListener, TcpStream};
 use spargio::{Runtime, RuntimeHandle};
-
-/// Pins the calling thread to `cpu`.
-fn pin(cpu: usize) {
-    // SAFETY: `set` is plain data, fully initialised before the call reads
-    // it; the call only changes this thread's affinity.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0,
-            "pin to CPU {cpu}"
-        );
-    }
-}
 
 /// Two shards pinned to CPUs 0 and 1, or `None` (printed) on a machine
 /// with fewer CPUs.

@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashSet;
 use std::rc::Rc;
 
-use common::{runtime, shard};
+use common::{pin, runtime, shard};
 use spargio::{block_on, RuntimeError, TaskPlacement};
 
 #[test]
@@ -176,21 +176,6 @@ fn a_task_spawning_ten_thousand_children_just_works() {
     )
     .unwrap();
     assert_eq!(total, (0..10_000u64).sum::<u64>());
-}
-
-/// Pins the calling thread to `cpu`.
-fn pin(cpu: usize) {
-    // SAFETY: `set` is plain data, fully initialised before the call reads
-    // it; the call only changes this thread's affinity.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0,
-            "pin to CPU {cpu}"
-        );
-    }
 }
 
 #[test]

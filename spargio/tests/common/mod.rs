@@ -211,3 +211,18 @@ impl Drop for ScratchDir {
     }
 }
 pub mod seccomp;
+
+/// Pins the calling thread to `cpu`.
+pub fn pin(cpu: usize) {
+    // SAFETY: `set` is plain data, fully initialised before the call reads
+    // it; the call only changes this thread's affinity.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "pin to CPU {cpu}"
+        );
+    }
+}
