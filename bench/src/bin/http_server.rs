@@ -18,10 +18,11 @@
 //!   connection pinned on its session shard (`spawn_on_session`), hyper
 //!   over `TokioIo::new(Compat::new(stream))`.
 //!
-//! For measuring the opt-in placement only (never in the default
-//! comparison): `SPARGIO_ACCEPT=incoming-cpu` accepts with
-//! `StreamSessionPolicy::IncomingCpu` instead of round robin, and
-//! `SPARGIO_PIN=1` builds with `thread_affinity(true)`.
+//! For measuring settings other than the defaults only (never in the
+//! default comparison): `SPARGIO_ACCEPT=incoming-cpu` accepts with
+//! `StreamSessionPolicy::IncomingCpu` instead of round robin,
+//! `SPARGIO_PIN=1` builds with `thread_affinity(true)`, and
+//! `SPARGIO_DEFER_TASKRUN=0` builds with `io_uring_defer_taskrun(false)`.
 //!
 //! Prints `ready <pid>` once listening and serves until killed. Connection
 //! errors (wrk resets its connections at the end of a run) are ignored.
@@ -71,7 +72,8 @@ fn serve_spargio(addr: SocketAddr, workers: usize) -> io::Result<()> {
     let pin = std::env::var_os("SPARGIO_PIN").is_some_and(|v| v == "1");
     let builder = spargio::Runtime::builder()
         .shards(workers)
-        .thread_affinity(pin);
+        .thread_affinity(pin)
+        .io_uring_defer_taskrun(std::env::var_os("SPARGIO_DEFER_TASKRUN").is_none_or(|v| v != "0"));
     spargio::block_on(spargio::run_with(builder, move |handle| async move {
         let listener = spargio::net::TcpListener::bind(&handle, addr).await?;
         ready();
