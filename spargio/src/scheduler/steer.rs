@@ -70,10 +70,11 @@ fn choose_by(
         Some(_) => NO_CPU,
         None => caller_cpu(),
     };
-    // Load, then not on the caller's CPU, then asleep-ness, compared
+    // Load, then not on the caller's CPU (never, from a shard or when the
+    // caller's CPU is unknown), then asleep-ness, compared
     // lexicographically.
     let rank = |shard: &ShardShared| {
-        let elsewhere = here == NO_CPU || shard.cpu.load(Ordering::Relaxed) != here;
+        let elsewhere = here != NO_CPU && shard.cpu.load(Ordering::Relaxed) != here;
         (load(shard), elsewhere, shard.wake.is_asleep())
     };
     const IDEAL: (usize, bool, bool) = (0, false, false);
