@@ -95,19 +95,7 @@ impl StreamSessionPolicy {
 /// The CPU that last processed packets for the socket `fd`, if the kernel
 /// knows one.
 fn incoming_cpu(fd: RawFd) -> Option<u32> {
-    let mut cpu: libc::c_int = -1;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `cpu` and `len` are valid for writes of the sizes given; on
-    // a bad fd or a socket without the option the call fails and writes
-    // nothing we read.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_INCOMING_CPU,
-            (&mut cpu as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    (r == 0).then_some(cpu).and_then(|c| u32::try_from(c).ok())
+    crate::op::socket::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_INCOMING_CPU)
+        .ok()
+        .and_then(|c| u32::try_from(c).ok())
 }

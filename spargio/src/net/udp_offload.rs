@@ -92,7 +92,7 @@ impl OffloadState {
     /// Probes GSO on `fd` (a `UDP_SEGMENT` `getsockopt`: kernels without
     /// GSO refuse it).
     pub(crate) fn probe(fd: RawFd) -> OffloadState {
-        let gso = get_int(fd, libc::SOL_UDP, libc::UDP_SEGMENT).is_ok();
+        let gso = crate::op::socket::getsockopt_int(fd, libc::SOL_UDP, libc::UDP_SEGMENT).is_ok();
         OffloadState {
             max_gso_segments: AtomicUsize::new(if gso { GSO_MAX_SEGMENTS } else { 1 }),
             gro: AtomicBool::new(false),
@@ -184,27 +184,6 @@ fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int)
     };
     if rc == 0 {
         Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-fn get_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
-    let mut value: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` bytes into `value`, a live
-    // `c_int` of that size, and the new length into `len`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc == 0 {
-        Ok(value)
     } else {
         Err(io::Error::last_os_error())
     }

@@ -28,3 +28,29 @@ unsafe impl OpKind for Socket {
         Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
     }
 }
+
+/// An integer socket option of `fd` (`getsockopt`).
+pub(crate) fn getsockopt_int(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> std::io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `value`, a live
+    // `c_int` of that size, and the new length into `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(value)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

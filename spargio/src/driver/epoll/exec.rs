@@ -460,23 +460,10 @@ fn accept(sqe: &Sqe) -> Step {
 
 fn connect(sqe: &Sqe, progress: &mut Progress) -> Step {
     if progress.connecting {
-        let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `err`/`len` are live locals of the sizes given.
-        let r = unsafe {
-            libc::getsockopt(
-                sqe.fd,
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if r < 0 {
-            return Step::Done(-errno(), 0);
-        }
-        if err != 0 {
-            return Step::Done(-err, 0);
+        match crate::op::socket::getsockopt_int(sqe.fd, libc::SOL_SOCKET, libc::SO_ERROR) {
+            Err(e) => return Step::Done(-e.raw_os_error().unwrap_or(libc::EIO), 0),
+            Ok(err) if err != 0 => return Step::Done(-err, 0),
+            Ok(_) => {}
         }
     } else if let Err(e) = set_nonblocking(sqe.fd) {
         return Step::Done(-e, 0);

@@ -718,22 +718,10 @@ impl Hasher for UserDataHasher {
 
 /// A byte stream: a stream socket, or not a socket (pipes, terminals).
 fn is_stream(fd: RawFd) -> bool {
-    let mut ty: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `ty`/`len` are live locals of the sizes given.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TYPE,
-            (&mut ty as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if r < 0 {
-        return io::Error::last_os_error().raw_os_error() == Some(libc::ENOTSOCK);
+    match crate::op::socket::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE) {
+        Ok(ty) => ty == libc::SOCK_STREAM,
+        Err(e) => e.raw_os_error() == Some(libc::ENOTSOCK),
     }
-    ty == libc::SOCK_STREAM
 }
 
 /// `CLOCK_MONOTONIC` now, as a duration (absolute timeouts use it).
