@@ -136,6 +136,11 @@ pub(crate) struct Shared {
     pub(crate) blocking: BlockingPool,
     /// The stall detector's reports (`None`: detector off).
     pub(crate) stall: Option<Arc<crate::diag::Sink>>,
+    /// More shards than CPUs this process may use. Decided here, on
+    /// `build`'s thread: the first CPU count reads cgroup files, and a
+    /// shard thread doing it after `build` returned would hold fds that a
+    /// count taken then does not expect.
+    pub(crate) oversubscribed: bool,
     closing: AtomicBool,
     rr: CachePadded<AtomicUsize>,
     /// The rotation of `StreamSessionPolicy::RoundRobin`, apart from task
@@ -162,6 +167,7 @@ impl Shared {
                 stall.clone(),
             ),
             stall,
+            oversubscribed: n > crate::runtime::available_cpus(),
             shards: shards.into_boxed_slice(),
             config,
             closing: AtomicBool::new(false),

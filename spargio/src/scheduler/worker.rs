@@ -81,8 +81,6 @@ pub(crate) struct Worker {
     poll_clock: Cell<u64>,
     /// How long to spin before parking (see `spin.rs`).
     spin: AdaptiveSpin,
-    /// More shards than CPUs this process may use.
-    oversubscribed: bool,
     /// The last spin found another shard waiting for this CPU: the next
     /// idle gap parks at once (`share_cpu.rs`).
     pub(super) cede: Cell<bool>,
@@ -120,7 +118,6 @@ impl Worker {
             ring_warned: Cell::new(false),
             poll_clock: Cell::new(0),
             spin: AdaptiveSpin::new(shared.config.spin_before_park, schedstat),
-            oversubscribed: n > crate::runtime::available_cpus(),
             cede: Cell::new(false),
             max_spinners: (n / 2).max(1),
             id,
@@ -507,13 +504,13 @@ impl Worker {
                 break;
             }
             polls = polls.wrapping_add(1);
-            if self.oversubscribed {
+            if self.shared.oversubscribed {
                 // More shards than CPUs: a spinning shard would take the
                 // CPU from one with work to do. Offer it up each round.
                 std::thread::yield_now();
             }
             if spin.is_zero() || backoff || polls % HOT_POLLS == 0 {
-                if !spin.is_zero() && !self.oversubscribed && self.offer_cpu() {
+                if !spin.is_zero() && !self.shared.oversubscribed && self.offer_cpu() {
                     // Another shard waits for this CPU (`share_cpu.rs`).
                     spin = Duration::ZERO;
                 }
