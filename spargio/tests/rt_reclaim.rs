@@ -384,3 +384,31 @@ fn streams_dropped_with_their_tasks_at_shutdown_are_closed_by_the_drop() {
         }
     });
 }
+
+/// A runtime dropped on one of its own shards cannot join its threads (it
+/// would wait for itself): they finish on their own, and what they held,
+/// their rings included, is closed once they have. The fd count comes
+/// back to where it was before `build`.
+#[test]
+fn a_runtime_dropped_on_its_own_shard_closes_its_fds_once_its_threads_end() {
+    let _serial = serial();
+    common::within_hang_bound(|| {
+        for _ in 0..10 {
+            let before = open_fds();
+            let rt = common::runtime(2);
+            let h = rt.handle();
+            let (tx, rx) = std::sync::mpsc::channel();
+            h.spawn_pinned(1, async move {
+                drop(rt);
+                tx.send(common::shard()).unwrap();
+            })
+            .unwrap();
+            assert_eq!(rx.recv().unwrap(), 1, "the drop ran on shard 1");
+            // The eventfds live as long as a handle does (one may still
+            // try to wake a shard); the rings go with the threads.
+            drop(h);
+            let now = settle_fds(before);
+            assert_eq!(now, before, "the shard threads' fds outlived them");
+        }
+    });
+}

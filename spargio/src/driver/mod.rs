@@ -78,6 +78,17 @@ pub(crate) enum Driver {
 }
 
 impl Driver {
+    /// The shard's last step: quiesces the driver and hands back its ring,
+    /// if it has one, for the runtime to close after joining the shard
+    /// threads (see `uring`'s module doc). The op table must have been
+    /// quiesced already.
+    pub(crate) fn into_ring(self) -> Option<Ring> {
+        match self {
+            Driver::Uring(d) => Some(d.into_ring()),
+            Driver::Epoll(_) => None,
+        }
+    }
+
     /// Queues a `MSG_RING` doorbell (io_uring only: on epoll the runtime
     /// reports no `MSG_RING`, so callers ring the eventfd instead).
     pub(crate) fn push_doorbell(&mut self, target_fd: RawFd, target: ShardId) -> io::Result<()> {

@@ -30,7 +30,8 @@ use crate::stats::RingFeatures;
 #[derive(Debug)]
 pub struct Runtime {
     handle: RuntimeHandle,
-    threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    /// Each returns its shard's rings, closed once all are joined.
+    threads: Mutex<Vec<thread::JoinHandle<ShardRings>>>,
     /// The stall detector's thread (stopped after the shards).
     watcher: Mutex<Option<Watcher>>,
 }
@@ -66,13 +67,20 @@ impl Runtime {
         );
     }
 
+    /// Joins the shard threads, then closes their rings: with no other
+    /// thread left running, unmapping a ring interrupts no CPU
+    /// (`driver::uring`'s module doc has the measurement).
     fn join_threads(&self) {
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut rings = Vec::with_capacity(threads.len());
         for t in threads {
             // A shard thread only panics on an unrecoverable ring error,
             // which it already reported; nothing to add here.
-            let _ = t.join();
+            if let Ok(r) = t.join() {
+                rings.push(r);
+            }
         }
+        drop(rings);
     }
 }
 
@@ -178,8 +186,13 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
             }
             // A ring that would not enable stays open until the shard is
             // done (`ShardShared::refuse_ring`).
-            let (driver, _refused_ring) = shard_driver(&shared_t, id, poller);
-            Worker::new(shared_t, id, deque, driver, schedstat_t).run();
+            let (driver, refused) = shard_driver(&shared_t, id, poller);
+            let worker = Worker::new(shared_t, id, deque, driver, schedstat_t);
+            worker.run();
+            ShardRings {
+                _ring: worker.into_ring(),
+                _refused: refused,
+            }
         });
         match spawned {
             Ok(t) => {
@@ -212,6 +225,13 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
         threads: Mutex::new(threads),
         watcher: Mutex::new(watcher),
     })
+}
+
+/// What a shard thread hands back when it ends: its ring, quiesced, and
+/// the ring it could not enable, if any; dropping this closes them.
+struct ShardRings {
+    _ring: Option<Ring>,
+    _refused: Option<Ring>,
 }
 
 /// What `build` made for a shard to wait on.

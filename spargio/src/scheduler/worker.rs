@@ -35,7 +35,7 @@ use super::run_queue::{Origin, RunQueue};
 use super::spin::{self as spinning, AdaptiveSpin, SchedstatSlot};
 use super::steal::StealState;
 use super::{inbox::Command, ShardShared, Shared};
-use crate::driver::{handshake_fence, DirectMsg, Driver, Reaped};
+use crate::driver::{handshake_fence, DirectMsg, Driver, Reaped, Ring};
 use crate::messaging::EventState;
 use crate::scheduler::context;
 use crate::shard_id::ShardId;
@@ -174,6 +174,13 @@ impl Worker {
         if catch_unwind(AssertUnwindSafe(|| self.shutdown())).is_err() {
             self.shutdown_without_ring();
         }
+    }
+
+    /// After [`Worker::run`]: the shard's ring, quiesced, for the runtime to
+    /// close once the shard threads are joined (`driver::uring`'s module
+    /// doc says why).
+    pub(crate) fn into_ring(self) -> Option<Ring> {
+        self.driver.into_inner().into_ring()
     }
 
     /// Steps 1 and 2: inbox, completions, timers, message waiters.
