@@ -412,3 +412,34 @@ fn a_runtime_dropped_on_its_own_shard_closes_its_fds_once_its_threads_end() {
         }
     });
 }
+
+/// Where the runtime's shards outnumber the CPUs, they wait for each
+/// other's CPUs whenever it is busy, so the CPU-contention counter would
+/// say contended and make idle shards park instead of spinning; such a
+/// runtime does not sample it and opens no `schedstat` file. A runtime
+/// with one shard opens one (where the kernel has them).
+#[test]
+fn an_oversubscribed_runtime_opens_no_contention_counters() {
+    let _serial = serial();
+    let schedstat_fds = || {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target.ends_with("schedstat"))
+            .count()
+    };
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let baseline = schedstat_fds();
+    if std::path::Path::new("/proc/thread-self/schedstat").exists() {
+        let one = common::runtime(1);
+        assert_eq!(schedstat_fds(), baseline + 1, "one shard, one counter");
+        drop(one);
+    }
+    let over = common::runtime(cpus + 1);
+    assert_eq!(
+        schedstat_fds(),
+        baseline,
+        "an oversubscribed runtime opened contention counters"
+    );
+    drop(over);
+}

@@ -212,3 +212,24 @@ fn shards_sharing_a_cpu_give_up_their_spin_for_each_other() {
     }
     assert!(ceded > 0, "no shard gave up its spin for the other");
 }
+
+/// A runtime with more shards than CPUs samples no CPU contention, so its
+/// idle shards spin for their window before parking: idle, every one of
+/// them still ends up parked.
+#[test]
+fn idle_shards_of_an_oversubscribed_runtime_park() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let rt = RuntimeBuilder::new().shards(cpus * 2).build().unwrap();
+    let h = rt.handle();
+    block_on(h.spawn_stealable(async {}).unwrap()).unwrap();
+    within_hang_bound(move || {
+        while h
+            .stats_snapshot()
+            .shards
+            .iter()
+            .any(|s| s.counters.parks == 0)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+}

@@ -173,6 +173,10 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
     };
     let spin = !config.spin_before_park.is_zero();
     let shared = Arc::new(Shared::new(shards, config));
+    // Contention is sampled only where it tells something: with more
+    // shards than CPUs, the runtime's own shards make every CPU read
+    // contended (`scheduler/spin.rs`).
+    let sample_contention = spin && !shared.oversubscribed;
     let mut threads = Vec::with_capacity(n);
     for (id, (deque, poller)) in deques.into_iter().zip(pollers).enumerate() {
         let shared_t = shared.clone();
@@ -197,7 +201,7 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
         match spawned {
             Ok(t) => {
                 // Opened here, not by the shard: `build` has not returned.
-                if spin {
+                if sample_contention {
                     if let Some(file) = schedstat_of(&t) {
                         let _ = schedstat.set(file);
                     }
