@@ -254,8 +254,14 @@ fn refused_direct_messages_arrive_through_the_mailbox() {
             return;
         };
         let h = rt.handle();
+        // The receiver runs before anything is sent: its shard has enabled
+        // its ring, so no direct post fails other than the injected ones
+        // (`build` does not wait for the shards to start, and a post to a
+        // ring not yet enabled is refused, then resent, too).
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let rx = h
-            .spawn_pinned(1, async {
+            .spawn_pinned(1, async move {
+                ready_tx.send(()).unwrap();
                 let ctx = ShardCtx::current().unwrap();
                 let mut vals = Vec::new();
                 while vals.len() < 6 {
@@ -271,6 +277,7 @@ fn refused_direct_messages_arrive_through_the_mailbox() {
                 vals
             })
             .unwrap();
+        ready_rx.recv().unwrap();
         faults::fail_direct_posts(4);
         spargio::block_on(
             h.spawn_pinned(0, async {

@@ -140,10 +140,16 @@ fn cross_shard_task_wakes_are_never_lost() {
 
 #[test]
 fn idle_shards_park() {
-    let rt = RuntimeBuilder::new().shards(2).build().unwrap();
+    every_idle_shard_parks(2);
+}
+
+/// Runs one task on a runtime of `shards`, then waits (within the hang
+/// bound) until every shard has parked. Parking is observed through the
+/// counter, not a clock.
+fn every_idle_shard_parks(shards: usize) {
+    let rt = RuntimeBuilder::new().shards(shards).build().unwrap();
     let h = rt.handle();
     block_on(h.spawn_stealable(async {}).unwrap()).unwrap();
-    // Parking is observed through the counter, not a clock.
     within_hang_bound(move || {
         while h
             .stats_snapshot()
@@ -219,17 +225,5 @@ fn shards_sharing_a_cpu_give_up_their_spin_for_each_other() {
 #[test]
 fn idle_shards_of_an_oversubscribed_runtime_park() {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let rt = RuntimeBuilder::new().shards(cpus * 2).build().unwrap();
-    let h = rt.handle();
-    block_on(h.spawn_stealable(async {}).unwrap()).unwrap();
-    within_hang_bound(move || {
-        while h
-            .stats_snapshot()
-            .shards
-            .iter()
-            .any(|s| s.counters.parks == 0)
-        {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
+    every_idle_shard_parks(cpus * 2);
 }
