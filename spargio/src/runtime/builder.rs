@@ -383,7 +383,9 @@ impl RuntimeBuilder {
     /// has recently spent more than a tenth of its time waiting for a CPU
     /// (other processes, a load generator, more threads than cores), it
     /// parks at once, leaving the CPU to whoever would produce its work.
-    /// At most half the shards spin at the same time.
+    /// At most half the shards spin at the same time. A runtime with more
+    /// shards than CPUs skips that check (its own shards would always
+    /// trip it) and instead gives its CPU away at every round of a spin.
     pub fn spin_before_park(mut self, spin: Duration) -> Self {
         self.spin_before_park = spin;
         self
