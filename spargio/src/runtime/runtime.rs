@@ -188,8 +188,9 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
             if let Some(cpu) = cpu {
                 pin_to_cpu(cpu);
             }
-            // A ring that would not enable stays open until the shard is
-            // done (`ShardShared::refuse_ring`).
+            // A ring that would not enable stays open, like the shard's
+            // own, until the runtime closes both after the join
+            // (`ShardShared::refuse_ring`).
             let (driver, refused) = shard_driver(&shared_t, id, poller);
             let worker = Worker::new(shared_t, id, deque, driver, schedstat_t);
             worker.run();
