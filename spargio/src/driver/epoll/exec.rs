@@ -5,20 +5,26 @@
 //!
 //! | opcode | epoll backend |
 //! |---|---|
-//! | `READ`, `WRITE` | `preadv2`/`pwritev2` with `RWF_NOWAIT` (a stream fd: at the file position); `EAGAIN`: wait for readiness; a file that cannot be polled (regular files, directories): the blocking pool |
+//! | `READ`, `WRITE` | `preadv2`/`pwritev2` with `RWF_NOWAIT` (a stream fd: at the file position); `EAGAIN`: wait for readiness; a file that cannot be polled (regular files, directories): the blocking pool. A file that refuses `RWF_NOWAIT` (terminals, inotify): in non-blocking mode, plain I/O (`EAGAIN`: wait); in blocking mode, a read runs once `poll` says it will not block (else: wait), and a write goes to the blocking pool (a large write to a terminal would otherwise stall the shard) |
 //! | `RECV`, `SEND`, `RECVMSG`, `SENDMSG` | the syscall with `MSG_DONTWAIT` (sends add `MSG_NOSIGNAL`, as io_uring does); `EAGAIN`: wait. A send with `MSG_WAITALL` goes on after a short send until every byte is taken, as io_uring's does |
 //! | `RECV` multishot | receive into the provided-buffer ring's next buffer until `EAGAIN` (one completion with `F_MORE` each), `ENOBUFS` or end of stream (final) |
-//! | `ACCEPT` (multishot too) | `accept4` with `SOCK_NONBLOCK` on a listener made non-blocking; `EAGAIN`: wait |
-//! | `CONNECT` | non-blocking `connect`; `EINPROGRESS`: wait for writability, then `SO_ERROR` |
-//! | `SOCKET` | `socket` with `SOCK_NONBLOCK` |
+//! | `ACCEPT` (multishot too) | `accept4` on a listener made non-blocking (accept has no per-call flag, and a blocking listener shared by two shards would stall one); the accepted socket keeps the blocking mode io_uring gives it; `EAGAIN`: wait |
+//! | `CONNECT` | `connect` with the socket non-blocking for the call only (its mode is restored when the connect ends); `EINPROGRESS`: wait for writability, then `SO_ERROR`; `EAGAIN` (a Unix listener's backlog is full: the socket reports writable all along, so no edge would come): try again after a backoff of 1 to 64 ms |
+//! | `SOCKET` | `socket`, in blocking mode as io_uring makes it (every data path of this backend asks per call: `MSG_DONTWAIT`, `RWF_NOWAIT`) |
 //! | `CLOSE` | `close` |
 //! | `POLL_ADD` (single shot) | `poll` with no timeout; nothing ready: wait |
 //! | `WAITID` on a pidfd | `waitid(WNOHANG)`; not exited: wait for the pidfd; other id types: blocking pool |
 //! | `OPENAT`, `STATX`, `FSYNC`, `FTRUNCATE`, `MKDIRAT`, `UNLINKAT`, `RENAMEAT`, `LINKAT`, `SYMLINKAT` | blocking pool |
 //! | `TIMEOUT` (no count, monotonic clock) | the driver's own timer list; `epoll_wait`'s timeout |
-//! | `ASYNC_CANCEL` | a waiting operation or timer ends with `ECANCELED`; one on the blocking pool runs to its end (`EALREADY`) |
+//! | `ASYNC_CANCEL` | a waiting operation or timer ends with `ECANCELED`; one on the blocking pool runs to its end (the cancel answers `EALREADY`); none found: `ENOENT` |
 //! | `NOP` | completes with 0 |
 //! | anything else, fixed files, `POLL_ADD` multishot | `EOPNOTSUPP` (`submit_unsafe` refuses these up front on epoll) |
+//!
+//! Readiness is only ever waited for right after a syscall (or `poll`)
+//! found the fd not ready for it: never on a guess such as "the last read
+//! came back short" (a TCP read stops at the urgent mark, a packet-mode
+//! pipe returns one packet per read, a Unix read stops at passed fds),
+//! and never where the fd's readiness cannot change (the connect above).
 //!
 //! Memory: every address an SQE carries stays valid until the operation's
 //! final completion is delivered (the contract of `Driver::push_op`, kept
@@ -46,6 +52,9 @@ pub(super) enum Step {
     Wait(u32),
     /// Run it on the blocking pool ([`blocking`]).
     Offload,
+    /// Not ready, and no readiness event will say when: try again after
+    /// a backoff (`Progress::retries`).
+    Retry,
     /// A timer: the timespec is read by the driver (`timers.rs`).
     Timer,
 }
@@ -55,12 +64,27 @@ pub(super) enum Step {
 pub(super) struct Progress {
     /// A positional read/write got `ESPIPE`: the fd is a stream.
     stream: bool,
-    /// `RWF_NOWAIT` is refused for this file: after readiness, plain I/O.
+    /// `RWF_NOWAIT` is refused for this file: plain I/O (see `blocking`).
     no_nowait: bool,
+    /// With `no_nowait`: the file is in blocking mode, so plain I/O is
+    /// only safe once `poll` says it will not block.
+    blocking: bool,
     /// A `connect` is in flight.
     connecting: bool,
+    /// The socket was in blocking mode before the connect made it
+    /// non-blocking: put back when the connect ends.
+    restore_blocking: bool,
+    /// `Step::Retry`s so far (the backoff doubles with each).
+    pub(super) retries: u8,
     /// Bytes an `MSG_WAITALL` send has sent so far.
     sent: usize,
+}
+
+impl Progress {
+    /// A positional read or write found the fd to be a stream.
+    pub(super) fn is_stream(&self) -> bool {
+        self.stream
+    }
 }
 
 const IN: u32 = libc::EPOLLIN as u32;
@@ -162,6 +186,17 @@ fn read_write(sqe: &Sqe, write: bool, progress: &mut Progress) -> Step {
         } else {
             sqe.off as libc::off_t
         };
+        if progress.no_nowait && progress.blocking {
+            if write {
+                // A blocking write returns only once all of it is taken.
+                return Step::Offload;
+            }
+            match poll_now(sqe.fd, libc::POLLIN) {
+                Ok(true) => {}
+                Ok(false) => return Step::Wait(IN),
+                Err(e) => return Step::Done(-e, 0),
+            }
+        }
         let flags = sqe.op_flags as libc::c_int
             | if progress.no_nowait {
                 0
@@ -187,8 +222,13 @@ fn read_write(sqe: &Sqe, write: bool, progress: &mut Progress) -> Step {
             libc::ESPIPE if off != -1 => progress.stream = true,
             libc::EAGAIN => return Step::Wait(interest),
             libc::EOPNOTSUPP if !progress.no_nowait => {
+                // Try again at once, in the file's own mode: input may be
+                // queued already, and its edge may have been taken.
                 progress.no_nowait = true;
-                return Step::Wait(interest);
+                progress.blocking = match is_nonblocking(sqe.fd) {
+                    Ok(nonblocking) => !nonblocking,
+                    Err(e) => return Step::Done(-e, 0),
+                };
             }
             e => return Step::Done(-e, 0),
         }
@@ -406,26 +446,66 @@ pub(super) fn is_multishot(sqe: &Sqe) -> bool {
     }
 }
 
-/// Puts `fd` in non-blocking mode (accept and connect have no per-call
-/// flag). Changes the open file description, as tokio does for every
-/// socket it registers.
-fn set_nonblocking(fd: i32) -> Result<(), i32> {
+/// Whether `fd`'s open file description is in non-blocking mode.
+fn is_nonblocking(fd: i32) -> Result<bool, i32> {
     // SAFETY: plain fcntl on an fd the operation keeps open.
     let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if fl < 0 {
         return Err(errno());
     }
-    if fl & libc::O_NONBLOCK == 0 {
+    Ok(fl & libc::O_NONBLOCK != 0)
+}
+
+/// Sets or clears `O_NONBLOCK` on `fd`; returns whether it was set before.
+/// Changes the open file description: only for a listener (accept has
+/// no per-call flag) and for the length of a connect.
+fn set_nonblocking(fd: i32, on: bool) -> Result<bool, i32> {
+    // SAFETY: plain fcntl on an fd the operation keeps open.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if fl < 0 {
+        return Err(errno());
+    }
+    let was = fl & libc::O_NONBLOCK != 0;
+    if was != on {
+        let fl = if on {
+            fl | libc::O_NONBLOCK
+        } else {
+            fl & !libc::O_NONBLOCK
+        };
         // SAFETY: as above.
-        if unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) } < 0 {
+        if unsafe { libc::fcntl(fd, libc::F_SETFL, fl) } < 0 {
             return Err(errno());
         }
     }
-    Ok(())
+    Ok(was)
+}
+
+/// Whether `fd` is ready for `events` right now (`poll` with no timeout).
+/// Hang-ups and errors count as ready: the I/O reports them.
+fn poll_now(fd: i32, events: libc::c_short) -> Result<bool, i32> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one live pollfd, zero timeout.
+        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+        if n >= 0 {
+            if pfd.revents & libc::POLLNVAL != 0 {
+                return Err(libc::EBADF);
+            }
+            return Ok(n > 0);
+        }
+        match errno() {
+            libc::EINTR => {}
+            e => return Err(e),
+        }
+    }
 }
 
 fn accept(sqe: &Sqe) -> Step {
-    if let Err(e) = set_nonblocking(sqe.fd) {
+    if let Err(e) = set_nonblocking(sqe.fd, true) {
         return Step::Done(-e, 0);
     }
     let multishot = sqe.ioprio & IOPRIO_ACCEPT_MULTISHOT != 0;
@@ -441,7 +521,7 @@ fn accept(sqe: &Sqe) -> Step {
             sqe.off as *mut libc::socklen_t,
         )
     };
-    let flags = sqe.op_flags as libc::c_int | libc::SOCK_NONBLOCK;
+    let flags = sqe.op_flags as libc::c_int;
     // SAFETY: `addr`/`len` are null or the operation's sockaddr storage
     // and its length, owned by the operation (module docs).
     let fd = unsafe { libc::accept4(sqe.fd, addr, len, flags) };
@@ -459,14 +539,28 @@ fn accept(sqe: &Sqe) -> Step {
 }
 
 fn connect(sqe: &Sqe, progress: &mut Progress) -> Step {
+    let step = connect_step(sqe, progress);
+    if matches!(step, Step::Done(..)) && progress.restore_blocking {
+        progress.restore_blocking = false;
+        if let Err(e) = set_nonblocking(sqe.fd, false) {
+            return Step::Done(-e, 0);
+        }
+    }
+    step
+}
+
+fn connect_step(sqe: &Sqe, progress: &mut Progress) -> Step {
     if progress.connecting {
         match crate::op::socket::getsockopt_int(sqe.fd, libc::SOL_SOCKET, libc::SO_ERROR) {
             Err(e) => return Step::Done(-e.raw_os_error().unwrap_or(libc::EIO), 0),
             Ok(err) if err != 0 => return Step::Done(-err, 0),
             Ok(_) => {}
         }
-    } else if let Err(e) = set_nonblocking(sqe.fd) {
-        return Step::Done(-e, 0);
+    } else if !progress.restore_blocking {
+        match set_nonblocking(sqe.fd, true) {
+            Ok(was) => progress.restore_blocking = !was,
+            Err(e) => return Step::Done(-e, 0),
+        }
     }
     // SAFETY: the sockaddr is `off` bytes owned by the operation.
     let r = unsafe {
@@ -485,8 +579,9 @@ fn connect(sqe: &Sqe, progress: &mut Progress) -> Step {
             progress.connecting = true;
             Step::Wait(OUT)
         }
-        // A Unix socket whose listener's backlog is full.
-        libc::EAGAIN => Step::Wait(OUT),
+        // A Unix socket whose listener's backlog is full: it polls
+        // writable all along, so only trying again tells.
+        libc::EAGAIN => Step::Retry,
         e => Step::Done(-e, 0),
     }
 }
@@ -495,7 +590,7 @@ fn socket(sqe: &Sqe) -> Step {
     if sqe.file_index != 0 {
         return Step::Done(-libc::EOPNOTSUPP, 0);
     }
-    let ty = sqe.off as libc::c_int | libc::SOCK_NONBLOCK;
+    let ty = sqe.off as libc::c_int;
     // SAFETY: plain syscall.
     let fd = unsafe { libc::socket(sqe.fd, ty, sqe.len as libc::c_int) };
     Step::Done(if fd < 0 { -errno() } else { fd }, 0)

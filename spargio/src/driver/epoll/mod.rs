@@ -19,11 +19,18 @@
 //!    until it closes (`epochs.rs` tells the driver when the file behind a
 //!    number changes); any other fd is armed one-shot for each wait
 //!    (`poller.rs`). When the fd reports, every operation waiting on it is
-//!    tried again in submission order. A short read of a byte stream
-//!    drains it: the next read waits for an edge without the `EAGAIN`
-//!    syscall (end of stream and errors excepted: they are states). Files
-//!    that cannot be polled, and path operations, go to the blocking pool
-//!    (`offload.rs`).
+//!    tried again in submission order. An operation waits only after its
+//!    own syscall said `EAGAIN` (never on a guess: a short read does not
+//!    mean the fd is drained, `exec.rs`), so an edge the shard took while
+//!    nobody waited costs nothing but that one syscall. An operation
+//!    whose fd will never report (`Step::Retry`) is tried again on a
+//!    backoff timer instead. Files that cannot be polled, and path
+//!    operations, go to the blocking pool (`offload.rs`).
+//! 2a. **Interest.** The edge registration covers reads, writes, hang-ups
+//!    and urgent data (`EPOLLPRI`). A wait for any other event (a
+//!    `POLL_ADD` for `POLLRDBAND`, say) moves the fd to one-shot arming for
+//!    as long as such a waiter is listed, and every arm carries the
+//!    interests of every waiter: no wait ever replaces another's.
 //! 3. **Timers** (`IORING_OP_TIMEOUT`) sit in an ordered set; the nearest
 //!    deadline bounds `epoll_wait`, as the shard's own timer wheel does.
 //! 4. **Wakes.** Other shards and outside threads ring the shard's eventfd
@@ -31,7 +38,11 @@
 //!    message takes its eventfd path). The eventfd is in the epoll set; a
 //!    parked shard is `epoll_wait`ing, with the handshake of `wake.rs`.
 //! 5. **Cancel** (`ASYNC_CANCEL`) ends a waiting operation or timer with
-//!    `ECANCELED` at once; an offloaded one runs to its end.
+//!    `ECANCELED` at once; an offloaded one runs to its end (`EALREADY`).
+//! 6. **Faults** (`faults.rs`): with `SPARGIO_EPOLL_FAULTS=SEED` the
+//!    driver cuts reads and writes short, answers `EAGAIN` without a
+//!    syscall and reports readiness nobody asked for, at random from the
+//!    seed; code above that loses data or a wakeup under these fails.
 //!
 //! Memory: the driver dereferences an SQE's addresses only while the
 //! operation's entry is in the op table, i.e. before its final completion
@@ -40,11 +51,12 @@
 mod bufs;
 mod epochs;
 mod exec;
+mod faults;
 mod offload;
 mod poller;
 mod sqe;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 use std::os::fd::RawFd;
@@ -84,7 +96,15 @@ enum Wait {
     /// For these `EPOLL*` events on `sqe.fd`.
     Fd(u32),
     Timer(Instant),
+    /// To be tried again at this instant (`Step::Retry`).
+    Retry(Instant),
 }
+
+/// What a retry without an event reports: every waiter tries again.
+const RETRY_ALL: u32 = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLPRI) as u32;
+
+/// The events the edge registration covers (`Poller::register_edge`).
+const EDGE_KINDS: u32 = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLPRI) as u32;
 
 /// The operations waiting on one fd, and its registration.
 #[derive(Debug, Default)]
@@ -92,11 +112,6 @@ struct FdSlot {
     /// Registered edge-triggered while the fd's ownership counter is this
     /// (`epochs.rs`); otherwise the fd is armed one-shot per wait.
     edge: Option<u32>,
-    /// Edge mode: events seen since an attempt last found the fd not
-    /// ready for them.
-    ready: u32,
-    /// A byte stream (stream socket, pipe): a short read drains it.
-    stream: bool,
     /// Events the fd is armed for (0: disarmed). Only meaningful while
     /// `waiters` is not empty: an operation waiting on the fd keeps it
     /// open, and once none does the fd may be closed (on any shard) and
@@ -109,14 +124,15 @@ struct FdSlot {
 
 /// How an attempt loop ended.
 enum Next {
-    /// With this final result.
-    Ended(i32),
+    /// With its final completion posted.
+    Ended,
     /// A multishot burst ended with more ready: try again on the next
     /// pass, after the shard has run the tasks that read what it posted.
     Again,
     Wait(u32),
     Offload,
     Timer,
+    Retry,
 }
 
 /// One shard's epoll driver (module docs).
@@ -147,6 +163,10 @@ pub(crate) struct EpollDriver {
     fd_waiters: usize,
     /// Fds whose waiters are retried on the next pass (`Next::Again`).
     again: Vec<RawFd>,
+    /// `user_data` of the operations on the blocking pool (a cancel of
+    /// one answers `EALREADY`).
+    offloaded_ops: HashSet<u64, BuildHasherDefault<UserDataHasher>>,
+    faults: faults::Faults,
 }
 
 impl EpollDriver {
@@ -181,6 +201,8 @@ impl EpollDriver {
             retry: Vec::new(),
             fd_waiters: 0,
             again: Vec::new(),
+            offloaded_ops: HashSet::default(),
+            faults: faults::Faults::for_shard(shard),
         }
     }
 
@@ -220,17 +242,26 @@ impl EpollDriver {
             _ => {}
         }
         let mut progress = Progress::default();
-        let next = if self.drained(&sqe) {
-            // The last read took everything there was: wait for the next
-            // edge instead of a read that would say `EAGAIN`.
-            Next::Wait(libc::EPOLLIN as u32)
-        } else {
-            drive(&sqe, &mut progress, &mut self.bufs, &mut self.posted)
-        };
+        let next = drive(
+            &sqe,
+            &mut progress,
+            &mut self.bufs,
+            &mut self.posted,
+            &mut self.faults,
+        );
         match next {
-            Next::Ended(res) => self.note_read(&sqe, res),
-            Next::Offload => self.offload.spawn(sqe, progress),
+            Next::Ended => {}
+            Next::Offload => self.offload_op(sqe, progress),
             Next::Timer => self.start_timer(sqe),
+            Next::Retry => {
+                let idx = self.pending.insert(Pending {
+                    sqe,
+                    progress,
+                    state: Wait::Fd(0),
+                });
+                self.by_user_data.insert(sqe.user_data, idx);
+                self.retry_later(idx);
+            }
             Next::Wait(interest) => {
                 let idx = self.pending.insert(Pending {
                     sqe,
@@ -296,22 +327,23 @@ impl EpollDriver {
         let slot = &mut self.fds[n];
         slot.waiters.push(idx);
         self.fd_waiters += 1;
-        // Edge registration covers reads, writes and hang-ups; a wait for
-        // anything else (a `POLL_ADD` for `POLLPRI`) is armed one-shot.
-        let edge_kinds = (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP) as u32;
-        let owned = epochs::owned(fd).filter(|_| interest & !edge_kinds == 0);
+        // Edge registration covers `EDGE_KINDS`; while any waiter wants
+        // something else, the fd is armed one-shot for all of them
+        // (module docs, 2a).
+        let pending = &self.pending;
+        let special = slot.waiters.iter().any(|&w| match pending[w].state {
+            Wait::Fd(i) => i & !EDGE_KINDS != 0,
+            _ => false,
+        });
+        let owned = epochs::owned(fd).filter(|_| !special);
         let armed = match owned {
-            Some(epoch) if slot.edge == Some(epoch) => {
-                // The attempt's `EAGAIN` is newer than any edge seen.
-                slot.ready &= !interest;
-                return;
-            }
+            // The attempt's `EAGAIN` is newer than any edge seen: the
+            // registration reports the next one.
+            Some(epoch) if slot.edge == Some(epoch) => return,
             Some(epoch) => match self.poller.register_edge(fd, slot.registered) {
                 Ok(Armed::Yes) => {
                     slot.edge = Some(epoch);
-                    slot.ready = 0;
                     slot.armed = 0;
-                    slot.stream = is_stream(fd);
                     Ok(Armed::Yes)
                 }
                 other => other,
@@ -342,7 +374,7 @@ impl EpollDriver {
                 slot.waiters.pop();
                 self.fd_waiters -= 1;
                 let p = self.remove(idx);
-                self.offload.spawn(p.sqe, p.progress);
+                self.offload_op(p.sqe, p.progress);
             }
             Err(err) => {
                 slot.waiters.pop();
@@ -367,53 +399,49 @@ impl EpollDriver {
         }
     }
 
-    /// Retries the fds of `Next::Again` as if they had reported readable.
+    /// Retries the fds of `Next::Again` (and of made-up `EAGAIN`s) as if
+    /// they had reported ready.
     fn run_again(&mut self) {
+        for fd in self.faults.retry.drain(..) {
+            if !self.again.contains(&fd) {
+                self.again.push(fd);
+            }
+        }
         if self.again.is_empty() {
             return;
         }
-        let again = std::mem::take(&mut self.again);
+        let mut again = std::mem::take(&mut self.again);
         for &fd in &again {
-            self.fd_ready(fd as usize, libc::EPOLLIN as u32);
+            self.fd_ready(fd as usize, RETRY_ALL);
+        }
+        again.clear();
+        if self.again.is_empty() {
+            // Keep the allocation.
+            self.again = again;
         }
     }
 
-    /// The fd's edge registration, when it is still valid.
-    fn edge_slot(&mut self, fd: i32) -> Option<&mut FdSlot> {
-        let slot = self.fds.get_mut(usize::try_from(fd).ok()?)?;
-        (slot.edge.is_some() && slot.edge == epochs::owned(fd)).then_some(slot)
+    /// Lists `idx` (not under any fd) to be tried again after its backoff.
+    fn retry_later(&mut self, idx: usize) {
+        let p = &mut self.pending[idx];
+        let backoff = Duration::from_millis(1 << p.progress.retries.min(6));
+        p.progress.retries = p.progress.retries.saturating_add(1);
+        let at = Instant::now() + backoff;
+        p.state = Wait::Retry(at);
+        self.timers.insert((at, idx));
     }
 
-    /// True for a plain read of a byte stream whose last read came back
-    /// short, with no edge since: it would only say `EAGAIN`.
-    fn drained(&mut self, sqe: &Sqe) -> bool {
-        if !exec::is_plain_read(sqe) {
-            return false;
-        }
-        // End of stream and errors are states, not edges: once seen, a
-        // read always goes to the kernel (it returns 0 or the error).
-        let still = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32 | ERR_HUP;
-        self.edge_slot(sqe.fd)
-            .is_some_and(|slot| slot.stream && slot.ready & still == 0)
-    }
-
-    /// After a read ended with `res`: a short read of a byte stream took
-    /// everything the kernel had (tokio draws the same conclusion).
-    fn note_read(&mut self, sqe: &Sqe, res: i32) {
-        if res > 0 && (res as u32) < sqe.len && exec::is_plain_read(sqe) {
-            if let Some(slot) = self.edge_slot(sqe.fd) {
-                if slot.stream {
-                    slot.ready &= !(libc::EPOLLIN as u32);
-                }
-            }
-        }
+    /// Runs `sqe` on the blocking pool, remembered for `cancel`.
+    fn offload_op(&mut self, sqe: Sqe, progress: Progress) {
+        self.offloaded_ops.insert(sqe.user_data);
+        self.offload.spawn(sqe, progress);
     }
 
     fn remove(&mut self, idx: usize) -> Pending {
         let p = self.pending.remove(idx);
         self.by_user_data.remove(&p.sqe.user_data);
-        if let Wait::Timer(deadline) = p.state {
-            self.timers.remove(&(deadline, idx));
+        if let Wait::Timer(at) | Wait::Retry(at) = p.state {
+            self.timers.remove(&(at, idx));
         }
         p
     }
@@ -428,7 +456,11 @@ impl EpollDriver {
     /// result.
     fn cancel(&mut self, user_data: u64) -> i32 {
         let Some(&idx) = self.by_user_data.get(&user_data) else {
-            // Completed already, or on the blocking pool (runs to its end).
+            if self.offloaded_ops.contains(&user_data) {
+                // On the blocking pool: it runs to its end.
+                return -libc::EALREADY;
+            }
+            // Completed already.
             return -libc::ENOENT;
         };
         if let Wait::Fd(_) = self.pending[idx].state {
@@ -454,9 +486,6 @@ impl EpollDriver {
             return;
         };
         let edge = slot.edge.is_some() && slot.edge == epochs::owned(fd as RawFd);
-        if edge {
-            slot.ready |= events;
-        }
         slot.armed = 0;
         let mut retry = std::mem::take(&mut self.retry);
         std::mem::swap(&mut retry, &mut slot.waiters);
@@ -474,23 +503,27 @@ impl EpollDriver {
                 continue;
             }
             let sqe = p.sqe;
-            match drive(&sqe, &mut p.progress, &mut self.bufs, &mut self.posted) {
-                Next::Ended(res) => {
+            match drive(
+                &sqe,
+                &mut p.progress,
+                &mut self.bufs,
+                &mut self.posted,
+                &mut self.faults,
+            ) {
+                Next::Ended => {
                     self.remove(idx);
-                    self.note_read(&sqe, res);
                 }
                 Next::Wait(interest) => {
                     p.state = Wait::Fd(interest);
-                    let slot = &mut self.fds[fd];
-                    slot.waiters.push(idx);
-                    slot.ready &= !interest;
+                    self.fds[fd].waiters.push(idx);
                     self.fd_waiters += 1;
                     rearm |= interest;
                 }
                 Next::Offload => {
                     let p = self.remove(idx);
-                    self.offload.spawn(p.sqe, p.progress);
+                    self.offload_op(p.sqe, p.progress);
                 }
+                Next::Retry => self.retry_later(idx),
                 Next::Again => {
                     self.fds[fd].waiters.push(idx);
                     self.fd_waiters += 1;
@@ -544,7 +577,43 @@ impl EpollDriver {
             if deadline > now {
                 break;
             }
-            self.finish(idx, -libc::ETIME);
+            if let Wait::Retry(_) = self.pending[idx].state {
+                self.timers.pop_first();
+                self.retry_now(idx);
+            } else {
+                self.finish(idx, -libc::ETIME);
+            }
+        }
+    }
+
+    /// Tries pending operation `idx` (not listed under an fd) again.
+    fn retry_now(&mut self, idx: usize) {
+        let p = &mut self.pending[idx];
+        let sqe = p.sqe;
+        match drive(
+            &sqe,
+            &mut p.progress,
+            &mut self.bufs,
+            &mut self.posted,
+            &mut self.faults,
+        ) {
+            Next::Ended => {
+                self.remove(idx);
+            }
+            Next::Wait(interest) => {
+                p.state = Wait::Fd(interest);
+                self.wait_on_fd(idx, interest);
+            }
+            Next::Offload => {
+                let p = self.remove(idx);
+                self.offload_op(p.sqe, p.progress);
+            }
+            Next::Retry => self.retry_later(idx),
+            Next::Again => {
+                p.state = Wait::Fd(libc::EPOLLIN as u32);
+                self.retry_soon(idx);
+            }
+            Next::Timer => self.finish(idx, -libc::EINVAL),
         }
     }
 
@@ -591,7 +660,7 @@ impl EpollDriver {
         out: &mut Reaped,
     ) -> io::Result<usize> {
         self.run_again();
-        let timeout = if self.has_completions() || !self.again.is_empty() {
+        let timeout = if self.has_completions() {
             Some(Duration::ZERO)
         } else {
             let timer = self
@@ -618,6 +687,14 @@ impl EpollDriver {
         }
         events.clear();
         self.events = events;
+        if self.faults.one_in(16) {
+            // A wakeup of every waiting fd, whether it reported or not.
+            for (fd, slot) in self.fds.iter().enumerate() {
+                if !slot.waiters.is_empty() {
+                    self.faults.retry.push(fd as RawFd);
+                }
+            }
+        }
         n
     }
 
@@ -632,6 +709,7 @@ impl EpollDriver {
         let mut offloaded = std::mem::take(&mut self.offloaded);
         self.offload.done.take(&mut offloaded);
         for (user_data, res) in offloaded.drain(..) {
+            self.offloaded_ops.remove(&user_data);
             self.posted.push((user_data, res, 0));
         }
         self.offloaded = offloaded;
@@ -645,6 +723,7 @@ impl EpollDriver {
     pub(crate) fn has_completions(&self) -> bool {
         !self.posted.is_empty()
             || !self.again.is_empty()
+            || !self.faults.retry.is_empty()
             || !self.follow.is_empty()
             || !self.offload.done.is_empty()
             || self
@@ -679,17 +758,19 @@ fn drive(
     progress: &mut Progress,
     bufs: &mut BufGroups,
     posted: &mut Vec<(u64, i32, u32)>,
+    faults: &mut faults::Faults,
 ) -> Next {
     for _ in 0..exec::MULTISHOT_BURST {
-        match exec::attempt(sqe, progress, bufs) {
+        match faults.attempt(sqe, progress, bufs) {
             Step::Done(res, flags) => {
                 posted.push((sqe.user_data, res, flags));
-                return Next::Ended(res);
+                return Next::Ended;
             }
             Step::More(res, flags) => posted.push((sqe.user_data, res, flags)),
             Step::Wait(interest) => return Next::Wait(interest),
             Step::Offload => return Next::Offload,
             Step::Timer => return Next::Timer,
+            Step::Retry => return Next::Retry,
         }
     }
     debug_assert!(exec::is_multishot(sqe));
@@ -713,14 +794,6 @@ impl Hasher for UserDataHasher {
 
     fn write_u64(&mut self, n: u64) {
         self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-/// A byte stream: a stream socket, or not a socket (pipes, terminals).
-fn is_stream(fd: RawFd) -> bool {
-    match crate::op::socket::getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE) {
-        Ok(ty) => ty == libc::SOCK_STREAM,
-        Err(e) => e.raw_os_error() == Some(libc::ENOTSOCK),
     }
 }
 

@@ -97,11 +97,11 @@ impl Poller {
         self.ctl(fd, interest | libc::EPOLLONESHOT as u32, registered)
     }
 
-    /// Registers `fd` edge-triggered for reads and writes, for as long as
-    /// the file is open (an fd the runtime owns: `epochs.rs`).
+    /// Registers `fd` edge-triggered for `super::EDGE_KINDS` (reads,
+    /// writes, hang-ups, urgent data), for as long as the file is open (an
+    /// fd the runtime owns: `epochs.rs`).
     pub(super) fn register_edge(&self, fd: RawFd, registered: bool) -> io::Result<Armed> {
-        let events = libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET;
-        self.ctl(fd, events as u32, registered)
+        self.ctl(fd, super::EDGE_KINDS | libc::EPOLLET as u32, registered)
     }
 
     fn ctl(&self, fd: RawFd, events: u32, registered: bool) -> io::Result<Armed> {

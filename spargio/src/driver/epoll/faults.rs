@@ -1,0 +1,159 @@
+//! Fault injection for the epoll backend: the states the kernel may put a
+//! caller in at any time, made frequent, so that code which only works
+//! when they are rare fails in tests.
+//!
+//! Off unless the process starts with `SPARGIO_EPOLL_FAULTS=SEED` (a
+//! number; `random` picks one). The seed is printed to stderr once per
+//! process, so a failing run can be replayed; each shard's driver draws
+//! from its own generator (the seed and the shard's index). While on:
+//!
+//! 1. **Short transfers.** A plain read, receive, write or send asks the
+//!    kernel for a random part of its length (never a `MSG_WAITALL` one,
+//!    whose contract is the whole length). The caller sees a short count,
+//!    as from a socket under memory pressure.
+//! 2. **Spurious `EAGAIN`.** An attempt answers "not ready" without a
+//!    syscall. The kernel would then report the fd's next edge, which
+//!    may already have been taken, so the driver also lists the fd for a
+//!    retry on its next pass: exactly what a wakeup with nothing to read
+//!    looks like.
+//! 3. **Spurious wakeups.** Now and then, every fd with waiters is
+//!    retried as if it had reported, whether or not it did.
+//!
+//! The replay is exact only for one shard and one thread of peers; with
+//! more the seed still narrows a failure down.
+
+use std::sync::OnceLock;
+
+use io_uring::opcode;
+
+use super::bufs::BufGroups;
+use super::exec::{self, Progress, Step};
+use super::sqe::Sqe;
+
+/// The seed from `SPARGIO_EPOLL_FAULTS`, read (and printed) once.
+fn seed() -> Option<u64> {
+    static SEED: OnceLock<Option<u64>> = OnceLock::new();
+    *SEED.get_or_init(|| {
+        let value = std::env::var("SPARGIO_EPOLL_FAULTS").ok()?;
+        let seed = match value.trim() {
+            "" | "0" | "off" => return None,
+            "random" => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64 | 1),
+            n => match n.parse::<u64>() {
+                Ok(n) => n,
+                Err(_) => {
+                    eprintln!("spargio: SPARGIO_EPOLL_FAULTS={n:?} is not a number; faults off");
+                    return None;
+                }
+            },
+        };
+        eprintln!("spargio: epoll fault injection on, SPARGIO_EPOLL_FAULTS={seed}");
+        Some(seed)
+    })
+}
+
+/// One driver's fault generator (module docs); `rng == 0` is off.
+#[derive(Debug)]
+pub(super) struct Faults {
+    rng: u64,
+    /// Fds that got a made-up `EAGAIN`: the driver retries them on its
+    /// next pass.
+    pub(super) retry: Vec<std::os::fd::RawFd>,
+}
+
+impl Faults {
+    /// On when the environment says so, drawing for shard `shard`.
+    pub(super) fn for_shard(shard: usize) -> Faults {
+        let rng = seed().map_or(0, |s| {
+            // Never zero: xorshift stays at zero for ever.
+            (s ^ (shard as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1
+        });
+        Faults {
+            rng,
+            retry: Vec::new(),
+        }
+    }
+
+    pub(super) fn on(&self) -> bool {
+        self.rng != 0
+    }
+
+    /// xorshift64*: cheap and plenty for picking faults.
+    fn next(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// True one time in `n`.
+    pub(super) fn one_in(&mut self, n: u64) -> bool {
+        self.on() && self.next() % n == 0
+    }
+
+    /// `exec::attempt`, with the faults of items 1 and 2 (a made-up
+    /// `EAGAIN` lists the fd in `retry`).
+    pub(super) fn attempt(
+        &mut self,
+        sqe: &Sqe,
+        progress: &mut Progress,
+        bufs: &mut BufGroups,
+    ) -> Step {
+        if !self.on() || !can_wait(sqe) || sqe.fd < 0 {
+            return exec::attempt(sqe, progress, bufs);
+        }
+        if self.one_in(8) {
+            let interest = if is_output(sqe) {
+                libc::EPOLLOUT
+            } else {
+                libc::EPOLLIN
+            };
+            self.retry.push(sqe.fd);
+            return Step::Wait(interest as u32);
+        }
+        if sqe.len > 1 && shortenable(sqe, progress) && self.one_in(4) {
+            let mut short = *sqe;
+            short.len = 1 + (self.next() % u64::from(sqe.len - 1)) as u32;
+            return exec::attempt(&short, progress, bufs);
+        }
+        exec::attempt(sqe, progress, bufs)
+    }
+}
+
+/// Operations that wait for readiness (and so may see `EAGAIN`).
+fn can_wait(sqe: &Sqe) -> bool {
+    matches!(
+        sqe.opcode,
+        opcode::Read::CODE
+            | opcode::Write::CODE
+            | opcode::Recv::CODE
+            | opcode::Send::CODE
+            | opcode::RecvMsg::CODE
+            | opcode::SendMsg::CODE
+            | opcode::Accept::CODE
+    )
+}
+
+fn is_output(sqe: &Sqe) -> bool {
+    matches!(
+        sqe.opcode,
+        opcode::Write::CODE | opcode::Send::CODE | opcode::SendMsg::CODE
+    )
+}
+
+/// A transfer whose length is `sqe.len` bytes of one buffer, which may
+/// come back short.
+fn shortenable(sqe: &Sqe, progress: &Progress) -> bool {
+    let waitall = sqe.op_flags as libc::c_int & libc::MSG_WAITALL != 0;
+    match sqe.opcode {
+        // Files at an offset are not streams: a short read there means
+        // the end of the file to most callers.
+        opcode::Read::CODE | opcode::Write::CODE => sqe.off == u64::MAX || progress.is_stream(),
+        opcode::Send::CODE => !waitall,
+        opcode::Recv::CODE => exec::is_plain_read(sqe) && !waitall,
+        _ => false,
+    }
+}
