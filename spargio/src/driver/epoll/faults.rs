@@ -7,8 +7,8 @@
 //! process, so a failing run can be replayed; each shard's driver draws
 //! from its own generator (the seed and the shard's index). While on:
 //!
-//! 1. **Short transfers.** A plain read, receive, write or send asks the
-//!    kernel for a random part of its length (never a `MSG_WAITALL` one,
+//! 1. **Short transfers.** A plain read, receive, write or send on a
+//!    stream socket asks the kernel for a random part of its length (never a `MSG_WAITALL` one,
 //!    whose contract is the whole length). The caller sees a short count,
 //!    as from a socket under memory pressure.
 //! 2. **Spurious `EAGAIN`.** An attempt answers "not ready" without a
@@ -144,16 +144,20 @@ fn is_output(sqe: &Sqe) -> bool {
     )
 }
 
-/// A transfer whose length is `sqe.len` bytes of one buffer, which may
-/// come back short.
+/// A transfer whose length is `sqe.len` bytes of one buffer of a byte
+/// stream, which may come back short. Only stream sockets: a datagram,
+/// a packet-mode pipe's packet or an inotify record cut short is lost or
+/// refused, not short.
 fn shortenable(sqe: &Sqe, progress: &Progress) -> bool {
     let waitall = sqe.op_flags as libc::c_int & libc::MSG_WAITALL != 0;
-    match sqe.opcode {
-        // Files at an offset are not streams: a short read there means
-        // the end of the file to most callers.
+    let transfer = match sqe.opcode {
+        // Files at an offset are not streams.
         opcode::Read::CODE | opcode::Write::CODE => sqe.off == u64::MAX || progress.is_stream(),
         opcode::Send::CODE => !waitall,
         opcode::Recv::CODE => exec::is_plain_read(sqe) && !waitall,
         _ => false,
-    }
+    };
+    transfer
+        && crate::op::socket::getsockopt_int(sqe.fd, libc::SOL_SOCKET, libc::SO_TYPE)
+            .is_ok_and(|ty| ty == libc::SOCK_STREAM)
 }
