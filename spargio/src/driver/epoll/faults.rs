@@ -7,8 +7,9 @@
 //! process, so a failing run can be replayed; each shard's driver draws
 //! from its own generator (the seed and the shard's index). While on:
 //!
-//! 1. **Short transfers.** A plain read, receive, write or send on a
-//!    stream socket asks the kernel for a random part of its length (never a `MSG_WAITALL` one,
+//! 1. **Short transfers.** A plain read, receive, write or send of more
+//!    than 1 KiB on a stream socket asks the kernel for a random part of
+//!    its length (never a `MSG_WAITALL` one,
 //!    whose contract is the whole length). The caller sees a short count,
 //!    as from a socket under memory pressure.
 //! 2. **Spurious `EAGAIN`.** An attempt answers "not ready" without a
@@ -114,7 +115,7 @@ impl Faults {
             self.retry.push(sqe.fd);
             return Step::Wait(interest as u32);
         }
-        if sqe.len > 1 && shortenable(sqe, progress) && self.one_in(4) {
+        if sqe.len > SHORT_ABOVE && shortenable(sqe, progress) && self.one_in(4) {
             let mut short = *sqe;
             short.len = 1 + (self.next() % u64::from(sqe.len - 1)) as u32;
             return exec::attempt(&short, progress, bufs);
@@ -122,6 +123,11 @@ impl Faults {
         exec::attempt(sqe, progress, bufs)
     }
 }
+
+/// Transfers of at most this many bytes are never cut: the kernel moves a
+/// small write whole into a socket with room, and a small message queued
+/// whole is read whole (tests and protocols alike count on it).
+const SHORT_ABOVE: u32 = 1024;
 
 /// Operations that wait for readiness (and so may see `EAGAIN`).
 fn can_wait(sqe: &Sqe) -> bool {
