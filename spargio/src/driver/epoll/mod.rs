@@ -26,11 +26,12 @@
 //!    whose fd will never report (`Step::Retry`) is tried again on a
 //!    backoff timer instead. Files that cannot be polled, and path
 //!    operations, go to the blocking pool (`offload.rs`).
-//! 2a. **Interest.** The edge registration covers reads, writes, hang-ups
-//!    and urgent data (`EPOLLPRI`). A wait for any other event (a
-//!    `POLL_ADD` for `POLLRDBAND`, say) moves the fd to one-shot arming for
-//!    as long as such a waiter is listed, and every arm carries the
-//!    interests of every waiter: no wait ever replaces another's.
+//!
+//!    The edge registration covers reads, writes, hang-ups and urgent
+//!    data (`EPOLLPRI`). A wait for any other event (a `POLL_ADD` for
+//!    `POLLRDBAND`, say) moves the fd to one-shot arming for as long as
+//!    such a waiter is listed, and every arm carries the interests of
+//!    every waiter: no wait ever replaces another's.
 //! 3. **Timers** (`IORING_OP_TIMEOUT`) sit in an ordered set; the nearest
 //!    deadline bounds `epoll_wait`, as the shard's own timer wheel does.
 //! 4. **Wakes.** Other shards and outside threads ring the shard's eventfd
@@ -329,7 +330,7 @@ impl EpollDriver {
         self.fd_waiters += 1;
         // Edge registration covers `EDGE_KINDS`; while any waiter wants
         // something else, the fd is armed one-shot for all of them
-        // (module docs, 2a).
+        // (module docs, 2).
         let pending = &self.pending;
         let special = slot.waiters.iter().any(|&w| match pending[w].state {
             Wait::Fd(i) => i & !EDGE_KINDS != 0,
