@@ -419,6 +419,9 @@ fn fault_mode_child() {
         println!("{reads} reads, {short} short");
         // Without faults a few reads end at a segment's end (4 of 258
         // here); with them about one in four is cut.
-        assert!(short * 8 > reads, "only {short} of {reads} reads came back short");
+        assert!(
+            short * 8 > reads,
+            "only {short} of {reads} reads came back short"
+        );
     });
 }
