@@ -100,7 +100,6 @@ work=$(mktemp -d /tmp/spargio-soak.XXXXXX)
 server=""
 pids=()
 names=()
-failures=()
 cleanup() {
   local status=$?
   for pid in "${pids[@]}"; do
@@ -115,7 +114,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-fail() { failures+=("$*"); echo "FAIL: $*"; }
+# Failures go to a file: some are found in subshells (`$(stats)`).
+fail() { echo "$*" >>"$work/failures"; echo "FAIL: $*"; }
 
 echo "== build (release): cargo build --release -p spargio-http --example soak_server"
 build_start=$(date +%s)
@@ -152,9 +152,15 @@ echo "   ports: http $http, https $https, grpc $grpc, grpcs $grpcs, admin $admin
 # ===== what the server looks like =====
 
 fds() { find "/proc/$server/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
-rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$server/status"; }
-threads() { awk '/^Threads/ {print $2}' "/proc/$server/status"; }
-stats() { curl -sS --max-time 5 "http://127.0.0.1:$admin/stats" || echo "unanswered"; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$server/status" 2>/dev/null || echo 0; }
+threads() { awk '/^Threads/ {print $2}' "/proc/$server/status" 2>/dev/null || echo 0; }
+# The admin port's counters; an answer slower than 5 s is a hang too.
+stats() {
+  curl -s --max-time 5 "http://127.0.0.1:$admin/stats" 2>/dev/null && return
+  echo "unanswered"
+  fail "the admin port's /stats did not answer within 5 s" >&2
+}
+server_alive() { [ -n "$server" ] && kill -0 "$server" 2>/dev/null; }
 stat_field() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
 # The server's TCP sockets by state, its listeners left out.
 sockets() {
@@ -317,6 +323,11 @@ max_rss_at=0
 run_clients
 while clients_running; do
   sleep 1
+  if ! server_alive; then
+    fail "the server exited during the soak: $(tail -5 "$work/server.log" | tr '\n' ' ')"
+    for pid in "${pids[@]}"; do kill -- "$pid" 2>/dev/null || true; done
+    break
+  fi
   t=$((SECONDS - start))
   if [ "$t" -ge "$next" ] && [ "$next" -le "$seconds" ]; then
     sample "t=${next}s"
@@ -360,7 +371,7 @@ else
 fi
 
 echo "== shutdown (SIGTERM)"
-kill -TERM "$server"
+kill -TERM "$server" 2>/dev/null || fail "the server was gone before SIGTERM"
 for _ in $(seq 1 200); do
   kill -0 "$server" 2>/dev/null || break
   sleep 0.1
@@ -386,9 +397,9 @@ else
   fi
 fi
 
-if [ ${#failures[@]} -gt 0 ]; then
-  echo "SOAK FAILED (backend $backend, $seconds s): ${#failures[@]} problem(s):"
-  printf '  - %s\n' "${failures[@]}"
+if [ -s "$work/failures" ]; then
+  echo "SOAK FAILED (backend $backend, $seconds s): $(wc -l <"$work/failures") problem(s):"
+  sed 's/^/  - /' "$work/failures"
   exit 1
 fi
 echo "SOAK PASSED (backend $backend, $seconds s)"

@@ -282,8 +282,14 @@ def aborter(tally, p):
         ops["n"] += 1
         if ops["n"] % 10 == 0:
             check = rng.choice([check_plain, check_h2_reset_then_get])
-            check(p, rng)
-            tally.add("ok", check.__name__)
+            try:
+                check(p, rng)
+            except (Hang, TimeoutError) as e:
+                tally.add("hung", check.__name__, f"{type(e).__name__}: {e}")
+            except Exception as e:  # noqa: BLE001 -- every error is a finding
+                tally.add("failed", check.__name__, f"{type(e).__name__}: {e}")
+            else:
+                tally.add("ok", check.__name__)
             return
         # Up to the abort itself every step is a well-formed exchange: an
         # error before it (the server closing first, a wrong answer) is
