@@ -32,6 +32,7 @@
 pub mod client;
 #[cfg(feature = "grpc")]
 pub mod grpc;
+mod grpc_timeout;
 pub mod rt;
 pub mod server;
 mod timeout;

@@ -200,6 +200,13 @@ where
         }))
     }
 
+    /// The runtime the client runs on: `grpc::Channel` arms its deadlines
+    /// there.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn runtime_handle(&self) -> &RuntimeHandle {
+        &self.handle
+    }
+
     /// `GET uri`.
     pub fn get<U>(&self, uri: U) -> ResponseFuture
     where

@@ -48,6 +48,7 @@
 //! memory pauses accepting for 50 ms.
 
 mod conn;
+mod deadline;
 mod hub;
 mod idle;
 mod service;

@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use hyper::body::Incoming;
 
+use super::deadline::{self, DeadlineBody, DeadlineFuture};
 use super::idle::{self, ConnState, TrackedFuture};
 use super::BoxError;
 
@@ -57,8 +58,9 @@ where
 pub struct PeerAddr(pub SocketAddr);
 
 /// The user's service as one connection sees it: inserts the peer
-/// address into each request (when `peer` is set) and counts requests in
-/// flight for the idle timeout (when `state` is set; `idle.rs`).
+/// address into each request (when `peer` is set), bounds gRPC requests
+/// by their `grpc-timeout` (`deadline.rs`) and counts requests in flight
+/// for the idle timeout (when `state` is set; `idle.rs`).
 #[derive(Clone, Debug)]
 pub(crate) struct ConnService<S> {
     pub(crate) inner: S,
@@ -70,9 +72,9 @@ impl<S, B, RB> tower_service::Service<Request<B>> for ConnService<S>
 where
     S: tower_service::Service<Request<B>, Response = Response<RB>>,
 {
-    type Response = Response<idle::TrackedBody<RB>>;
+    type Response = Response<idle::TrackedBody<DeadlineBody<RB>>>;
     type Error = S::Error;
-    type Future = TrackedFuture<S::Future>;
+    type Future = TrackedFuture<DeadlineFuture<S::Future>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -85,9 +87,10 @@ where
             req.extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer));
         }
+        let deadline = deadline::begin(&req);
         TrackedFuture {
             in_flight: idle::begin(&self.state),
-            inner: self.inner.call(req),
+            inner: DeadlineFuture::new(self.inner.call(req), deadline),
         }
     }
 }

@@ -9,6 +9,8 @@ certificate; the server's must name 127.0.0.1):
                         checked in full   -> "OK big <reply length>"
     stream:NAME:COUNT   SayHelloStream    -> "OK stream <replies> <last>"
     method:PATH         a unary call to PATH with an empty request
+    deadline:MS:NAME    SayHello with a deadline MS milliseconds away
+                                          -> "OK <message>"
 A call that fails prints "ERR <status code name> <details>".
 """
 
@@ -53,6 +55,11 @@ def run(channel, call):
             if not reply.endswith(f"({i}/{count})"):
                 return f"MISMATCH stream reply {i}: {reply}"
         return f"OK stream {len(replies)} {replies[-1] if replies else ''}"
+    if kind == "deadline":
+        ms, _, name = arg.partition(":")
+        reply = unary(channel, "/helloworld.Greeter/SayHello")(
+            encode_request(name), timeout=int(ms) / 1000)
+        return f"OK {reply}"
     if kind == "method":
         reply = unary(channel, arg)(b"", timeout=TIMEOUT)
         return f"OK {reply}"

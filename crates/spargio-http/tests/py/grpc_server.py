@@ -8,11 +8,13 @@ test that started it).
 
 SayHello answers "Hello, NAME, from grpcio!"; SayHelloStream answers COUNT
 times "Hello, NAME, from grpcio! (i/COUNT)"; an empty name is
-INVALID_ARGUMENT "name is empty".
+INVALID_ARGUMENT "name is empty". A SayHello name "sleep:MS" first waits
+MS milliseconds, or until the client cancels the call.
 """
 
 import argparse
 import sys
+import time
 from concurrent import futures
 
 import grpc
@@ -28,6 +30,10 @@ def greeting(name, context):
 
 def say_hello(request, context):
     name, _ = request
+    if name.startswith("sleep:"):
+        end = time.monotonic() + int(name[len("sleep:"):]) / 1000
+        while context.is_active() and time.monotonic() < end:
+            time.sleep(0.01)
     return greeting(name, context)
 
 
