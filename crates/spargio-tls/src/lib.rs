@@ -71,6 +71,13 @@
 //!   one on servers facing the network.
 //! * Dropping a stream without `shutdown` sends no `close_notify`; peers
 //!   that insist on one see a truncation error.
+//! * A stream buffers writes like a `BufWriter`, as futures-rustls and
+//!   tokio-rustls do: when the socket is full, a write can accept bytes
+//!   and leave their records inside rustls, and only a later write,
+//!   `flush` or `shutdown` passes them on. A read does not (it would take
+//!   over the waker of a write waiting in another task, the one
+//!   `tokio::io::split` or `futures::io::split` gave it). Flush before
+//!   waiting for the peer's reply.
 //!
 //! [spargio]: https://docs.rs/spargio
 //! [rustls]: https://docs.rs/rustls

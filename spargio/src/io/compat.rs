@@ -21,20 +21,40 @@
 //! * **Write.** What the socket buffer takes right now is sent at once
 //!   (`send` with `MSG_DONTWAIT`). Otherwise the bytes are copied into the
 //!   adaptor's buffer and a send is put in flight; the write reports them
-//!   accepted at once (write-behind). On a shard whose CPU is contended
+//!   accepted at once (write-behind). The send carries `MSG_WAITALL`, so
+//!   the kernel goes on sending until every byte is taken: bytes a write
+//!   accepted leave without any later poll, even when the caller never
+//!   writes, flushes or closes again (it reads, waiting for a reply).
+//!   On a shard whose CPU is contended
 //!   (`scheduler/spin.rs`: something else wants it, such as a load
 //!   generator on the same cores) and on the io_uring backend, a
-//!   connection's second and later writes skip the immediate send and go
-//!   to the ring: the sends of one loop turn then reach the kernel in one
-//!   `io_uring_enter`, so a peer waiting on several connections is woken
-//!   once for the lot instead of once per response. Measured with hyper under `wrk -c16` on two shared cores:
+//!   connection's second and later writes from its session shard skip
+//!   the immediate send and go to the ring: the sends of one loop turn
+//!   then reach the kernel in one `io_uring_enter`, so a peer waiting on
+//!   several connections is woken once for the lot instead of once per
+//!   response. Measured with hyper under `wrk -c16` on two shared cores:
 //!   the server's CPU per request 5.41 → 4.6 µs, wrk's context switches per
 //!   request halved, requests/s +5%. A connection's first write stays
 //!   immediate: a connection that answers once and closes (`Connection:
 //!   close`) would otherwise wait for the send's completion before its
 //!   close (−15% connections/s when every write went to the ring).
-//!   The next write, `flush` or `close` first waits for that send to finish
-//!   (resending the rest after a short send) and reports its error, if any.
+//! * **A write behind a send in flight** waits for it, and returns
+//!   `Pending` only while the socket has no room. A send the batching
+//!   queued, which may still wait for the loop turn's submit, is submitted
+//!   there and then (the shard enters its ring from inside the poll and
+//!   reaps; a send the socket has room for completes inside the enter).
+//!   Waiting for the loop turn instead would refuse the write with room in
+//!   the socket, and a layer above that buffers may turn that refusal into
+//!   "accepted" and keep what it could not pass down: futures-rustls keeps
+//!   the TLS records, and a server that then reads without flushing never
+//!   sends them (a user's echo server hung so, with 48 KiB of a 64 KiB
+//!   echo inside rustls). `flush` and `close` do wait for the loop turn:
+//!   that is where the batching saves. One case still waits for it: a
+//!   task moved to another shard between two writes (its queued send is
+//!   on the session shard's ring, which only that shard can enter).
+//!   A send that comes back short all the same (a kernel that does not
+//!   retry sends, a connection shut down midway) is resent by the next
+//!   write, `flush` or `close`, which report its error, if any.
 //! * **Close** flushes, then shuts down the write direction.
 //!
 //! Dropping the adaptor with a receive in flight cancels it; bytes that
@@ -50,7 +70,7 @@ use crate::buf::IoBuf;
 use crate::net::stream::StreamCore;
 use crate::net::{TcpStream, UnixStream};
 use crate::op::recv::{recv_now, Recv};
-use crate::op::send::{send_now, Send as SendOp};
+use crate::op::send::{send_now, Send as SendOp, SendAll};
 use crate::op::{Lane, Op};
 
 /// How much a write accepts at once; four of these bound a read.
@@ -109,7 +129,7 @@ enum WriteState {
     Idle(Vec<u8>),
     /// A send of `buf[..]` from `sent` on.
     InFlight {
-        op: Op<SendOp<crate::buf::Slice<Vec<u8>>>>,
+        op: Op<SendAll<crate::buf::Slice<Vec<u8>>>>,
     },
     /// The write direction is shut down; closing again is a no-op.
     Closed,
@@ -144,6 +164,9 @@ pub struct Compat<T> {
     write: WriteState,
     /// A write has been done on this stream (see the module docs).
     wrote: bool,
+    /// The send in flight was queued on the ring by a batched write and
+    /// may not have reached the kernel yet (see `poll_write_slice`).
+    queued: bool,
 }
 
 impl<T: std::fmt::Debug> std::fmt::Debug for Compat<T> {
@@ -167,6 +190,7 @@ impl<T: CompatStream> Compat<T> {
             },
             write: WriteState::Idle(Vec::new()),
             wrote: false,
+            queued: false,
         }
     }
 
@@ -316,15 +340,15 @@ impl<T: CompatStream> Compat<T> {
         }
     }
 
-    fn send(&self, slice: crate::buf::Slice<Vec<u8>>) -> Op<SendOp<crate::buf::Slice<Vec<u8>>>> {
+    fn send(&self, slice: crate::buf::Slice<Vec<u8>>) -> Op<SendAll<crate::buf::Slice<Vec<u8>>>> {
         let core = self.core();
         Op::submit(
             &core.handle.shared,
             Lane::Shard(core.session),
-            SendOp {
+            SendAll(SendOp {
                 fd: core.fd.clone(),
                 buf: slice,
-            },
+            }),
         )
     }
 
@@ -334,13 +358,28 @@ impl<T: CompatStream> Compat<T> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if std::mem::take(&mut self.queued) && matches!(self.write, WriteState::InFlight { .. }) {
+            // The send in the way was queued by the previous write and may
+            // still wait for the loop turn's submit: were this write to
+            // wait for it, the caller would see `Pending` with room in the
+            // socket, and a caller that then stops writing (a TLS layer
+            // keeps the records it could not pass down, and its caller
+            // goes on to read) would leave bytes behind for good. So the
+            // shard submits it now, and reaps: a send the socket has room
+            // for completes inside the submit.
+            let core = self.core();
+            crate::scheduler::submit_and_reap(&core.handle.shared, core.session);
+        }
         ready!(self.poll_flush_inner(cx))?;
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
         // A later write on a contended shard goes to the ring, batched with
         // the loop turn's other sends (module docs).
-        let batch = std::mem::replace(&mut self.wrote, true) && crate::scheduler::batch_sends();
+        let batch = std::mem::replace(&mut self.wrote, true) && {
+            let core = self.core();
+            crate::scheduler::batch_sends(&core.handle.shared, core.session)
+        };
         if !batch && matches!(self.write, WriteState::Idle(_)) {
             // Room in the socket buffer: send now, nothing left in flight.
             if let Some(res) = send_now(&self.core().fd, data) {
@@ -363,6 +402,7 @@ impl<T: CompatStream> Compat<T> {
         buf.extend_from_slice(&data[..n]);
         let op = self.send(buf.slice(..n));
         self.write = WriteState::InFlight { op };
+        self.queued = batch;
         Poll::Ready(Ok(n))
     }
 

@@ -12,20 +12,45 @@ pub(crate) struct Send<B> {
     pub(crate) buf: B,
 }
 
+/// A [`Send`] of every byte, for stream sockets: `MSG_WAITALL` makes
+/// the kernel retry a short send until every byte is taken or an error
+/// stops it (the count then says how far it got), so what the caller
+/// handed over goes out without anyone polling in between. It can still
+/// come back short (a kernel that does not retry sends, a connection shut
+/// down midway): the caller resends the rest.
+pub(crate) struct SendAll<B>(pub(crate) Send<B>);
+
+fn entry<B: IoBuf>(send: &Send<B>, flags: libc::c_int) -> squeue::Entry {
+    let len = u32::try_from(send.buf.bytes_init()).unwrap_or(u32::MAX);
+    opcode::Send::new(types::Fd(send.fd.raw()), send.buf.stable_ptr(), len)
+        .flags(flags)
+        .build()
+}
+
 // SAFETY: the SQE points into `buf`'s heap memory (IoBuf's contract), owned
 // by this value.
 unsafe impl<B: IoBuf> OpKind for Send<B> {
     type Output = BufResult<usize, B>;
 
     fn build(&mut self) -> squeue::Entry {
-        let len = u32::try_from(self.buf.bytes_init()).unwrap_or(u32::MAX);
-        opcode::Send::new(types::Fd(self.fd.raw()), self.buf.stable_ptr(), len)
-            .flags(libc::MSG_NOSIGNAL)
-            .build()
+        entry(self, libc::MSG_NOSIGNAL)
     }
 
     fn complete(self, done: Completion) -> BufResult<usize, B> {
         (done.result.map(|n| n as usize), self.buf)
+    }
+}
+
+// SAFETY: as for `Send`, whose buffer this value owns.
+unsafe impl<B: IoBuf> OpKind for SendAll<B> {
+    type Output = BufResult<usize, B>;
+
+    fn build(&mut self) -> squeue::Entry {
+        entry(&self.0, libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+    }
+
+    fn complete(self, done: Completion) -> BufResult<usize, B> {
+        self.0.complete(done)
     }
 }
 

@@ -50,12 +50,35 @@ pub(crate) use spin::{schedstat_of, SchedstatSlot};
 pub(crate) use steer::choose_op_lane;
 pub(crate) use worker::Worker;
 
-/// True on a shard thread where sends are worth batching in the ring:
-/// its CPU is contended (see `spin.rs`) and it has a real ring (the epoll
-/// backend runs a queued send as one more readiness operation, which
-/// measured 5% more CPU per request and no gain). False off the runtime.
-pub(crate) fn batch_sends() -> bool {
-    context::with_worker(|w| {
-        w.is_some_and(|w| w.contended() && w.shared.config.backend == crate::BackendKind::IoUring)
+use std::sync::Arc;
+
+use crate::shard_id::ShardId;
+
+/// True on shard `shard` of `shared`'s runtime when sends are worth
+/// batching in its ring: its CPU is contended (see `spin.rs`) and it has a
+/// real ring (the epoll backend runs a queued send as one more readiness
+/// operation, which measured 5% more CPU per request and no gain). False
+/// anywhere else: a send queued on another shard's ring goes through its
+/// inbox, and only that shard could submit it early
+/// ([`submit_and_reap`]).
+pub(crate) fn batch_sends(shared: &Arc<Shared>, shard: ShardId) -> bool {
+    on_shard_of(shared, shard, |w| {
+        w.contended() && w.shared.config.backend == crate::BackendKind::IoUring
+    })
+}
+
+/// On shard `shard` of `shared`'s runtime, from inside a task's poll:
+/// submits what the shard's ring has queued and settles what completed,
+/// now instead of at the end of the loop turn (see
+/// `Worker::submit_and_reap`). False, with nothing done, anywhere else or
+/// while the ring is busy.
+pub(crate) fn submit_and_reap(shared: &Arc<Shared>, shard: ShardId) -> bool {
+    on_shard_of(shared, shard, Worker::submit_and_reap)
+}
+
+fn on_shard_of(shared: &Arc<Shared>, shard: ShardId, f: impl FnOnce(&Worker) -> bool) -> bool {
+    context::with_worker(|w| match w {
+        Some(w) if w.id == shard && Arc::ptr_eq(&w.shared, shared) => f(w),
+        _ => false,
     })
 }

@@ -265,6 +265,31 @@ impl Worker {
         self.retry_failed_doorbells();
     }
 
+    /// Step 2's submit-and-reap, from inside a task's poll: for a send
+    /// that must not wait for the end of the loop turn (`io::Compat`'s
+    /// write behind its own queued send). Completions settle as the
+    /// loop's would: the tasks they wake queue behind the others, not in
+    /// the LIFO slot. False when the ring is busy or the enter failed
+    /// (the loop's own poll then meets the failure and handles it).
+    pub(crate) fn submit_and_reap(&self) -> bool {
+        let (res, health) = {
+            let Ok(mut reaped) = self.reaped.try_borrow_mut() else {
+                return false;
+            };
+            let Ok(mut driver) = self.driver.try_borrow_mut() else {
+                return false;
+            };
+            self.flush_staged(&mut driver);
+            let res = driver.poll(&self.me().ops, &mut reaped);
+            (res, driver.take_health())
+        };
+        self.note_ring_health(health);
+        let in_poll = self.in_poll.replace(false);
+        self.settle_reaped();
+        self.in_poll.set(in_poll);
+        res.is_ok()
+    }
+
     pub(super) fn check_ring(&self, res: std::io::Result<()>) {
         if let Err(err) = res {
             // The ring is our own and its fd valid for our whole life: an
