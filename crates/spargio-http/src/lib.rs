@@ -8,12 +8,15 @@
 //!   tonic's `Routes`, a hyper service through [`hyper_service`]), with
 //!   limits, timeouts and graceful shutdown on by default
 //!   ([module docs](server)). gRPC runs over h2c or over TLS
-//!   ([`Serve::tls`]: ALPN `h2`).
+//!   ([`Serve::tls`]: ALPN `h2`), and its calls' deadlines
+//!   (`grpc-timeout`) are enforced: a late handler is dropped and the
+//!   client told `DEADLINE_EXCEEDED`.
 //! * [`Client`]: hyper-util's pooled client over spargio TCP and TLS
 //!   connections, HTTP/1.1 and HTTP/2 ([module docs](client)).
 //! * `grpc::Channel` (feature `grpc`): the client as a tonic channel, for
 //!   generated gRPC clients, with connect failures reported as
-//!   `UNAVAILABLE`.
+//!   `UNAVAILABLE` and deadlines enforced as tonic's own channel enforces
+//!   them (`CANCELLED` "Timeout expired", the stream reset).
 //! * [`ws`]: WebSocket upgrades in axum handlers (axum's own extractor
 //!   needs Tokio).
 //! * [`rt`]: hyper's runtime traits (executor, timer, I/O) on spargio,

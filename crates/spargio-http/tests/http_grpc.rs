@@ -7,7 +7,10 @@
 //! calls on one connection, and error statuses (`INVALID_ARGUMENT`,
 //! `UNIMPLEMENTED`) arriving as those codes; every request our server
 //! sees is HTTP/2, and the fds of the test process are back where they
-//! were after each test.
+//! were after each test. Deadlines (`grpc-timeout`) both ways, against
+//! grpcio and against tonic's own transport on Tokio: our server drops a
+//! late handler and answers DEADLINE_EXCEEDED, our channel cancels a late
+//! call and resets its stream (seen on the wire by a relay).
 //!
 //! The greeter (messages, server routing, client) is the example's,
 //! shared through `#[path]`; the Python peers are `tests/py/grpc_*.py`,

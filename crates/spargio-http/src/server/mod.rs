@@ -35,6 +35,18 @@
 //!   rapid reset. Request bodies are the service's to limit: use
 //!   `tower_http::limit::RequestBodyLimitLayer` (axum's extractors also
 //!   have `DefaultBodyLimit`, 2 MiB).
+//! * **gRPC deadlines.** A request with content-type `application/grpc`
+//!   (bare, `+codec` or `;params`) and a well-formed `grpc-timeout`
+//!   (gRPC's units `H M S m u n`, at most 8 digits; a malformed value is
+//!   ignored, as tonic ignores it) is bounded by it, whatever the service
+//!   (tonic's routes, an axum router mixing gRPC and REST). When the
+//!   deadline passes before the handler's response head, the handler's
+//!   future is dropped there and then and the answer is trailers-only:
+//!   HTTP 200, `content-type: application/grpc`, `grpc-status: 4`
+//!   (DEADLINE_EXCEEDED), `grpc-message: Timeout expired`. When it passes
+//!   while the body streams, the body is dropped between two frames and
+//!   the response ends with the same status as trailers. Other requests
+//!   pay one failed header lookup; no timer is armed for them.
 //! * **Graceful shutdown.** [`Serve::with_graceful_shutdown`] takes a
 //!   future (a signal, a token); when it completes the listener is closed
 //!   (new connections are refused), every connection finishes the
