@@ -434,12 +434,13 @@ fn a_large_write_to_a_blocking_terminal_does_not_stall_the_shard() {
     on_backends(&[BackendKind::Epoll], large_terminal_write);
 }
 
-/// The same on io_uring: the shard stays free, the reader gets every
-/// byte, but the write's completion never arrives (found here; 4 KiB
-/// passes, 64 KiB and up hang). Not yet understood; kept as a failing
-/// test to run by hand.
+/// The same on io_uring fails: the kernel issues a terminal write inline
+/// and blocks the submitting shard until the reader comes (a bare ring,
+/// no spargio, shows the same: `submit()` returned after the reader's
+/// 500 ms delay; 4 KiB fits and passes). Kept as a failing test to run
+/// by hand until such writes are routed off the shard.
 #[test]
-#[ignore = "io_uring: a tty write that had to block never completes (open)"]
+#[ignore = "io_uring blocks the shard on a terminal write that must wait (open)"]
 fn a_large_write_to_a_blocking_terminal_completes_on_io_uring() {
     if spargio::probe_io_uring().is_ok() {
         on_backends(&[BackendKind::IoUring], large_terminal_write);
