@@ -69,7 +69,7 @@
 # kept (and named) when the soak fails.
 #
 # Needs what scripts/install-test-peers.sh installs (wrk, h2load, node,
-# curl, ss, Python websockets and grpcio).
+# curl, Python websockets and grpcio); uses ss (iproute2) when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # No __pycache__ left in scripts/soak.
@@ -92,7 +92,7 @@ warm_at=$(((seconds / 5 + interval - 1) / interval * interval))
 [ "$warm_at" -ge "$interval" ] || warm_at=$interval
 
 missing=()
-for tool in wrk h2load node curl ss python3 timeout; do
+for tool in wrk h2load node curl python3 timeout; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 python3 -c 'import websockets.asyncio.client, grpc' 2>/dev/null || missing+=("python websockets/grpcio")
@@ -172,16 +172,18 @@ stats() {
 }
 server_alive() { [ -n "$server" ] && kill -0 "$server" 2>/dev/null; }
 stat_field() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
-# The server's TCP sockets by state, its listeners left out.
+# The server's TCP sockets by state, its listeners left out (ss is
+# iproute2's, on every Debian image; without it, nothing).
 sockets() {
+  command -v ss >/dev/null || return 0
   ss -tanpH 2>/dev/null | awk -v pid="pid=$server," \
     'index($0, pid) && $1 != "LISTEN" {n[$1]++} END {for (s in n) printf "%s=%d ", s, n[s]}'
 }
 # One line of figures; leaves the RSS it printed in $rss.
 sample() {
   local s f
-  s=$(stats)
   f=$(fds)
+  s=$(stats)
   rss=$(rss_kb)
   printf '   %-6s fds=%-5s rss=%6s KiB threads=%-3s sockets: %-28s| %s\n' \
     "$1" "$f" "$rss" "$(threads)" "$(sockets)" "$s"
@@ -273,17 +275,20 @@ judge_clients() {
   done
 }
 
-# Waits up to SETTLE_S for no open connection and the fds back at $1;
-# prints the last stats.
+# Waits up to SETTLE_S for no open connection and at most $1 fds; leaves
+# the last figures in $settled_fds and $settled_stats. The fds are counted
+# before asking /stats: the server closes its end of that connection only
+# after curl has closed its own, a moment after curl returns.
 settle() {
-  local until=$((SECONDS + SETTLE_S)) s
+  local until=$((SECONDS + SETTLE_S))
   while :; do
-    s=$(stats)
-    if [ "$(stat_field open "$s")" = 0 ] && [ "$(stat_field ws_open "$s")" = 0 ] \
-      && [ "$(fds)" -le $(($1 + FD_SLACK)) ]; then
-      break
+    settled_fds=$(fds)
+    settled_stats=$(stats)
+    if [ "$(stat_field open "$settled_stats")" = 0 ] && [ "$(stat_field ws_open "$settled_stats")" = 0 ] \
+      && [ "$settled_fds" -le $(($1 + FD_SLACK)) ]; then
+      return
     fi
-    [ "$SECONDS" -lt "$until" ] || break
+    [ "$SECONDS" -lt "$until" ] || return
     sleep 0.5
   done
 }
@@ -295,6 +300,7 @@ client_secs=$WARMUP_S
 run_clients
 judge_clients warm-up
 settle 1000000
+sleep 1
 base_fds=$(fds)
 base_stats=$(stats)
 base_tasks=$(stat_field live_tasks "$base_stats")
@@ -331,18 +337,20 @@ judge_clients soak
 
 echo "== after the clients: waiting up to $SETTLE_S s for every connection to close"
 settle "$base_fds"
-end_stats=$(stats)
-end_fds=$(fds)
+end_stats=$settled_stats
+end_fds=$settled_fds
 end_tasks=$(stat_field live_tasks "$end_stats")
 sample "end"
 if [ "$(stat_field open "$end_stats")" != 0 ] || [ "$(stat_field ws_open "$end_stats")" != 0 ]; then
   fail "connections still open $SETTLE_S s after the last client stopped: $end_stats"
   echo "   the server's sockets (ss -tanp):"
-  ss -tanp | awk -v pid="pid=$server," 'NR == 1 || index($0, pid)' | head -50
+  if command -v ss >/dev/null; then
+    ss -tanp | awk -v pid="pid=$server," 'NR == 1 || index($0, pid)' | head -50 || true
+  fi
 fi
 if [ "$end_fds" -gt $((base_fds + FD_SLACK)) ]; then
   fail "fds: $end_fds at the end, baseline $base_fds (slack $FD_SLACK)"
-  find "/proc/$server/fd" -mindepth 1 -printf '   %f -> %l\n' | head -80
+  find "/proc/$server/fd" -mindepth 1 -printf '   %f -> %l\n' | head -80 || true
 fi
 if [ -n "$end_tasks" ] && [ -n "$base_tasks" ] && [ "$end_tasks" -gt "$base_tasks" ]; then
   fail "live tasks: $end_tasks at the end, baseline $base_tasks"
