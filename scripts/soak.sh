@@ -380,6 +380,12 @@ else
   [ "$status" -eq 0 ] || fail "the server exited $status: $(tail -3 "$work/server.log" | tr '\n' ' ')"
 fi
 grep '^soak_server: \(signal\|final\)' "$work/server.log" | sed 's/^/   /' || true
+# Anything else the server said (a panic, the runtime's notes, the epoll
+# fault mode's seed).
+if grep -qv '^soak_server: ' "$work/server.log"; then
+  echo "   the server's other output:"
+  grep -v '^soak_server: ' "$work/server.log" | head -20 | sed 's/^/     /' || true
+fi
 final=$(grep '^soak_server: final' "$work/server.log" || true)
 if [ -z "$final" ]; then
   fail "the server printed no final counts"
