@@ -32,6 +32,17 @@ pub fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
+/// What each open fd of this process is (for a failure message).
+pub fn fd_list() -> String {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let target =
+            std::fs::read_link(entry.path()).map_or("?".into(), |t| t.display().to_string());
+        out.push(format!("{}={target}", entry.file_name().to_string_lossy()));
+    }
+    out.join(" ")
+}
+
 /// Fails unless the fd count comes back to `baseline` (or below: a
 /// runtime dropped by an earlier test may still be closing its rings when
 /// the baseline was taken).
@@ -40,8 +51,9 @@ pub fn assert_fds_back_to(baseline: usize) {
     while fd_count() > baseline {
         assert!(
             std::time::Instant::now() < deadline,
-            "fds: {} open, {baseline} before",
-            fd_count()
+            "fds: {} open, {baseline} before: {}",
+            fd_count(),
+            fd_list()
         );
         std::thread::sleep(Duration::from_millis(10));
     }
