@@ -56,6 +56,7 @@ mod faults;
 mod offload;
 mod poller;
 mod sqe;
+mod timers;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -284,34 +285,6 @@ impl EpollDriver {
         }
     }
 
-    fn start_timer(&mut self, sqe: Sqe) {
-        const ABS: u32 = 1 << 0;
-        const CLOCKS: u32 = (1 << 2) | (1 << 3);
-        if sqe.off != 0 || sqe.op_flags & CLOCKS != 0 || sqe.addr == 0 {
-            // Counted timeouts and other clocks have no emulation.
-            self.posted.push((sqe.user_data, -libc::EOPNOTSUPP, 0));
-            return;
-        }
-        // SAFETY: the timespec is the operation's, valid until its
-        // completion (module docs); read once, as the kernel does.
-        let dur = duration_of(unsafe { std::ptr::read(sqe.addr as *const libc::timespec) });
-        let now = Instant::now();
-        let deadline = if sqe.op_flags & ABS != 0 {
-            let mono = monotonic_now();
-            now + dur.saturating_sub(mono)
-        } else {
-            now.checked_add(dur)
-                .unwrap_or(now + Duration::from_secs(86_400 * 365))
-        };
-        let idx = self.pending.insert(Pending {
-            sqe,
-            progress: Progress::default(),
-            state: Wait::Timer(deadline),
-        });
-        self.by_user_data.insert(sqe.user_data, idx);
-        self.timers.insert((deadline, idx));
-    }
-
     /// Lists `idx` under its fd, which an attempt just found not ready
     /// for `interest`, and makes sure the fd will report: registered
     /// edge-triggered if the runtime owns it (once per file), else armed
@@ -422,16 +395,6 @@ impl EpollDriver {
         }
     }
 
-    /// Lists `idx` (not under any fd) to be tried again after its backoff.
-    fn retry_later(&mut self, idx: usize) {
-        let p = &mut self.pending[idx];
-        let backoff = Duration::from_millis(1 << p.progress.retries.min(6));
-        p.progress.retries = p.progress.retries.saturating_add(1);
-        let at = Instant::now() + backoff;
-        p.state = Wait::Retry(at);
-        self.timers.insert((at, idx));
-    }
-
     /// Runs `sqe` on the blocking pool, remembered for `cancel`.
     fn offload_op(&mut self, sqe: Sqe, progress: Progress) {
         self.offloaded_ops.insert(sqe.user_data);
@@ -493,8 +456,7 @@ impl EpollDriver {
         self.fd_waiters -= retry.len();
         let mut rearm = 0;
         for &idx in &retry {
-            let p = &mut self.pending[idx];
-            let Wait::Fd(interest) = p.state else {
+            let Wait::Fd(interest) = self.pending[idx].state else {
                 continue;
             };
             if events & (interest | ERR_HUP) == 0 {
@@ -503,37 +465,10 @@ impl EpollDriver {
                 rearm |= interest;
                 continue;
             }
-            let sqe = p.sqe;
-            match drive(
-                &sqe,
-                &mut p.progress,
-                &mut self.bufs,
-                &mut self.posted,
-                &mut self.faults,
-            ) {
-                Next::Ended => {
-                    self.remove(idx);
-                }
-                Next::Wait(interest) => {
-                    p.state = Wait::Fd(interest);
-                    self.fds[fd].waiters.push(idx);
-                    self.fd_waiters += 1;
-                    rearm |= interest;
-                }
-                Next::Offload => {
-                    let p = self.remove(idx);
-                    self.offload_op(p.sqe, p.progress);
-                }
-                Next::Retry => self.retry_later(idx),
-                Next::Again => {
-                    self.fds[fd].waiters.push(idx);
-                    self.fd_waiters += 1;
-                    if !self.again.contains(&(fd as RawFd)) {
-                        self.again.push(fd as RawFd);
-                    }
-                }
-                // Only `TIMEOUT` asks for a timer, and it never waits on fds.
-                Next::Timer => self.finish(idx, -libc::EINVAL),
+            if let Some(interest) = self.attempt_again(idx) {
+                self.fds[fd].waiters.push(idx);
+                self.fd_waiters += 1;
+                rearm |= interest;
             }
         }
         retry.clear();
@@ -565,30 +500,11 @@ impl EpollDriver {
         }
     }
 
-    /// Fires due timers (`ETIME`, as the kernel's timeouts complete).
-    fn fire_timers(&mut self) {
-        let Some(&(first, _)) = self.timers.first() else {
-            return;
-        };
-        let now = Instant::now();
-        if first > now {
-            return;
-        }
-        while let Some(&(deadline, idx)) = self.timers.first() {
-            if deadline > now {
-                break;
-            }
-            if let Wait::Retry(_) = self.pending[idx].state {
-                self.timers.pop_first();
-                self.retry_now(idx);
-            } else {
-                self.finish(idx, -libc::ETIME);
-            }
-        }
-    }
-
-    /// Tries pending operation `idx` (not listed under an fd) again.
-    fn retry_now(&mut self, idx: usize) {
+    /// Attempts pending operation `idx` again and settles what that came
+    /// to, except a new wait: `Some(interest)` when it is not ready, with
+    /// its state set and not yet listed under its fd (the caller lists
+    /// it).
+    fn attempt_again(&mut self, idx: usize) -> Option<u32> {
         let p = &mut self.pending[idx];
         let sqe = p.sqe;
         match drive(
@@ -603,7 +519,7 @@ impl EpollDriver {
             }
             Next::Wait(interest) => {
                 p.state = Wait::Fd(interest);
-                self.wait_on_fd(idx, interest);
+                return Some(interest);
             }
             Next::Offload => {
                 let p = self.remove(idx);
@@ -614,8 +530,10 @@ impl EpollDriver {
                 p.state = Wait::Fd(libc::EPOLLIN as u32);
                 self.retry_soon(idx);
             }
+            // Only `TIMEOUT` asks for a timer, and it is never retried.
             Next::Timer => self.finish(idx, -libc::EINVAL),
         }
+        None
     }
 
     /// Moves posted completions into the op table; follow-ups go to `out`
@@ -796,23 +714,4 @@ impl Hasher for UserDataHasher {
     fn write_u64(&mut self, n: u64) {
         self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
-}
-
-/// `CLOCK_MONOTONIC` now, as a duration (absolute timeouts use it).
-fn monotonic_now() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a live timespec for the kernel to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    duration_of(ts)
-}
-
-/// A kernel timespec as a duration (negative parts count as zero).
-fn duration_of(ts: libc::timespec) -> Duration {
-    Duration::new(
-        ts.tv_sec.max(0) as u64,
-        ts.tv_nsec.clamp(0, 999_999_999) as u32,
-    )
 }
