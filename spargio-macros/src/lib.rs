@@ -24,6 +24,11 @@ use syn::{Expr, ExprLit, FnArg, ItemFn, Lit, Meta, Token};
 /// runs the body on shard 0 and shuts the runtime down. Panics if the
 /// runtime cannot be built.
 ///
+/// Arguments: `shards = N`, `backend = "auto" | "io_uring" | "epoll"`, and
+/// with spargio's feature `tokio-compat`, `tokio_compat = true | false`
+/// (`RuntimeBuilder::tokio_compat`; by default it follows the builder's
+/// default, on with that feature).
+///
 /// ```ignore
 /// #[spargio::main(shards = 2)]
 /// async fn main(handle: spargio::RuntimeHandle) -> std::io::Result<()> {
@@ -66,17 +71,20 @@ fn with_stand_in(err: syn::Error, item: Tokens) -> Tokens {
 struct Args {
     shards: Option<Tokens>,
     backend: Option<Tokens>,
+    tokio_compat: Option<Tokens>,
 }
 
 fn parse_args(args: Tokens) -> syn::Result<Args> {
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args)?;
     let mut shards = None;
     let mut backend = None;
+    let mut tokio_compat = None;
     for meta in metas {
         let Meta::NameValue(nv) = &meta else {
             return Err(syn::Error::new(
                 meta.span(),
-                "expected `shards = N` or `backend = \"auto\" | \"io_uring\" | \"epoll\"`",
+                "expected `shards = N`, `backend = \"auto\" | \"io_uring\" | \"epoll\"` or \
+                 `tokio_compat = true | false`",
             ));
         };
         let name = nv
@@ -128,6 +136,23 @@ fn parse_args(args: Tokens) -> syn::Result<Args> {
                 backend =
                     Some(quote_spanned!(s.span()=> .backend(::spargio::BackendKind::#variant)));
             }
+            (
+                "tokio_compat",
+                Expr::Lit(ExprLit {
+                    lit: Lit::Bool(b), ..
+                }),
+            ) => {
+                if tokio_compat.is_some() {
+                    return Err(syn::Error::new(nv.span(), "`tokio_compat` given twice"));
+                }
+                tokio_compat = Some(quote_spanned!(b.span()=> .tokio_compat(#b)));
+            }
+            ("tokio_compat", other) => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "`tokio_compat` takes `true` or `false` (needs spargio's feature `tokio-compat`)",
+                ));
+            }
             ("backend", other) => {
                 return Err(syn::Error::new(
                     other.span(),
@@ -137,12 +162,18 @@ fn parse_args(args: Tokens) -> syn::Result<Args> {
             _ => {
                 return Err(syn::Error::new(
                     nv.path.span(),
-                    format!("unknown argument `{name}`: expected `shards` or `backend`"),
+                    format!(
+                        "unknown argument `{name}`: expected `shards`, `backend` or `tokio_compat`"
+                    ),
                 ));
             }
         }
     }
-    Ok(Args { shards, backend })
+    Ok(Args {
+        shards,
+        backend,
+        tokio_compat,
+    })
 }
 
 fn expand(args: Tokens, item: Tokens, is_test: bool) -> syn::Result<Tokens> {
@@ -181,13 +212,14 @@ fn expand(args: Tokens, item: Tokens, is_test: bool) -> syn::Result<Tokens> {
     let body = &func.block;
     let shards = args.shards.map(|n| quote!(.shards(#n)));
     let backend = args.backend;
+    let tokio_compat = args.tokio_compat;
     let test_attr = is_test.then(|| quote!(#[::core::prelude::v1::test]));
     let span = Span::call_site();
     Ok(quote_spanned! {span=>
         #test_attr
         #(#attrs)*
         #vis fn #name() #output {
-            let __builder = ::spargio::RuntimeBuilder::new() #shards #backend;
+            let __builder = ::spargio::RuntimeBuilder::new() #shards #backend #tokio_compat;
             ::spargio::__private::block_on(::spargio::run_local_on(__builder, 0, |__ctx: ::spargio::ShardCtx| {
                 let __entry = |#param| async move #body;
                 __entry(__ctx.handle())

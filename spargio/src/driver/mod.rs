@@ -176,6 +176,50 @@ impl Driver {
         }
     }
 
+    /// The fd a poller other than the driver waits on for it (see
+    /// `uring/outside.rs`, `epoll/outside.rs`).
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) fn wait_fd(
+        &mut self,
+        notify: Option<std::os::fd::OwnedFd>,
+    ) -> io::Result<std::os::fd::RawFd> {
+        match self {
+            Driver::Uring(d) => d.wait_fd(notify),
+            Driver::Epoll(d) => d.wait_fd(notify),
+        }
+    }
+
+    /// A second fd that poller watches, if the driver needs one.
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) fn doorbell_fd(&self) -> Option<std::os::fd::RawFd> {
+        match self {
+            Driver::Uring(d) => d.doorbell_fd(),
+            Driver::Epoll(d) => d.doorbell_fd(),
+        }
+    }
+
+    /// [`Driver::park`] up to its block: `None` when something is ready
+    /// (do not wait), else the longest wait on [`Driver::wait_fd`].
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) fn prepare_wait(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> io::Result<Option<Option<Duration>>> {
+        match self {
+            Driver::Uring(d) => d.prepare_wait(timeout),
+            Driver::Epoll(d) => d.prepare_wait(timeout),
+        }
+    }
+
+    /// [`Driver::park`] after its block: records what is ready.
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) fn finish_wait(&mut self, ops: &OpTable, out: &mut Reaped) -> io::Result<usize> {
+        match self {
+            Driver::Uring(d) => d.finish_wait(ops, out),
+            Driver::Epoll(d) => d.finish_wait(ops, out),
+        }
+    }
+
     /// Registers a provided-buffer ring under a fresh buffer group id.
     ///
     /// # Safety

@@ -65,6 +65,8 @@ pub struct RuntimeBuilder {
     max_blocking_threads: usize,
     blocking_keep_alive: Duration,
     stall: StallConfig,
+    #[cfg(feature = "tokio-compat")]
+    tokio_compat: Option<bool>,
 }
 
 impl Default for RuntimeBuilder {
@@ -93,6 +95,8 @@ impl Default for RuntimeBuilder {
             hot: HotConfig::default(),
             spin_before_park: Duration::from_micros(50),
             max_blocking_threads: 512,
+            #[cfg(feature = "tokio-compat")]
+            tokio_compat: None,
             blocking_keep_alive: Duration::from_secs(10),
             stall: StallConfig {
                 threshold: Some(DEFAULT_STALL_THRESHOLD),
@@ -470,6 +474,33 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether each shard drives a tokio runtime of its own, so tokio's
+    /// runtime APIs (`tokio::spawn`, `tokio::time`, `tokio::net`,
+    /// `spawn_blocking`, `Handle::current()`) work inside spargio tasks and
+    /// the crates built on them (sqlx, redis, reqwest, tower-http's
+    /// timeouts) run unchanged. Default: `SPARGIO_TOKIO_COMPAT` (`1` or
+    /// `0`) if set, else on (the feature `tokio-compat` exists for it).
+    /// Off, shards never enter tokio and park in the ring alone. The book's "Migrating from tokio" chapter says what runs
+    /// where.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), spargio::RuntimeError> {
+    /// let slept = spargio::block_on(spargio::run_with(
+    ///     spargio::RuntimeBuilder::new().shards(2).tokio_compat(true),
+    ///     |_| async {
+    ///         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    ///         tokio::spawn(async { 7 }).await.unwrap()
+    ///     },
+    /// ))?;
+    /// assert_eq!(slept, 7);
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "tokio-compat")]
+    pub fn tokio_compat(mut self, on: bool) -> Self {
+        self.tokio_compat = Some(on);
+        self
+    }
+
     /// Validates the configuration, creates one ring (or, on epoll, one
     /// epoll instance) per shard on the calling thread, and starts the
     /// shard threads. It returns without waiting for them to run: tasks
@@ -565,6 +596,10 @@ impl RuntimeBuilder {
             stall: self.stall.clone(),
             max_blocking_threads: self.max_blocking_threads,
             blocking_keep_alive: self.blocking_keep_alive,
+            #[cfg(feature = "tokio-compat")]
+            tokio_compat: self.tokio_compat.unwrap_or_else(|| {
+                std::env::var("SPARGIO_TOKIO_COMPAT").map_or(true, |v| v.trim() != "0")
+            }),
             steal: StealConfig {
                 budget: self.steal_budget,
                 victim_stride: self.steal_victim_stride.clamp(1, others),
@@ -600,6 +635,9 @@ pub(crate) struct Config {
     pub(crate) blocking_keep_alive: Duration,
     pub(crate) steal: StealConfig,
     pub(crate) stall: StallConfig,
+    /// Each shard drives a tokio runtime (`scheduler/tokio_shard.rs`).
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) tokio_compat: bool,
 }
 
 /// Steal policy knobs, clamped.

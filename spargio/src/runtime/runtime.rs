@@ -139,7 +139,24 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
     let mut deques = Vec::with_capacity(n);
     let mut shards = Vec::with_capacity(n);
     let mut pollers = Vec::with_capacity(n);
+    #[cfg(feature = "tokio-compat")]
+    let mut tokio_parts = Vec::with_capacity(n);
     for (id, ring) in rings.into_iter().enumerate() {
+        // Each shard's tokio runtime, made here so its fds, like the
+        // ring's, are open when `build` returns (`scheduler/tokio_shard.rs`).
+        #[cfg(feature = "tokio-compat")]
+        tokio_parts.push(if config.tokio_compat {
+            let parts =
+                crate::scheduler::TokioParts::new(id, ring.is_some()).map_err(|source| {
+                    RuntimeError::IoUringUnavailable {
+                        reason: format!("shard {id} could not start its tokio runtime"),
+                        source,
+                    }
+                })?;
+            Some(parts)
+        } else {
+            None
+        });
         let deque = crossbeam_deque::Worker::new_fifo();
         let eventfd = Eventfd::new().map_err(|source| RuntimeError::IoUringUnavailable {
             reason: "could not create the shard's eventfd".into(),
@@ -178,7 +195,11 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
     // contended (`scheduler/spin.rs`).
     let sample_contention = spin && !shared.oversubscribed;
     let mut threads = Vec::with_capacity(n);
+    #[cfg(feature = "tokio-compat")]
+    let mut tokio_parts = tokio_parts.into_iter();
     for (id, (deque, poller)) in deques.into_iter().zip(pollers).enumerate() {
+        #[cfg(feature = "tokio-compat")]
+        let tokio = tokio_parts.next().flatten();
         let shared_t = shared.clone();
         let schedstat = SchedstatSlot::default();
         let schedstat_t = schedstat.clone();
@@ -193,7 +214,10 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
             // (`ShardShared::refuse_ring`).
             let (driver, refused) = shard_driver(&shared_t, id, poller);
             let worker = Worker::new(shared_t, id, deque, driver, schedstat_t);
-            worker.run();
+            worker.run(
+                #[cfg(feature = "tokio-compat")]
+                tokio,
+            );
             ShardRings {
                 _ring: worker.into_ring(),
                 _refused: refused,

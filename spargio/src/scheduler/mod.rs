@@ -41,6 +41,8 @@ mod shutdown;
 mod spin;
 mod steal;
 mod steer;
+#[cfg(feature = "tokio-compat")]
+mod tokio_shard;
 mod worker;
 
 pub(crate) use inbox::Command;
@@ -48,6 +50,8 @@ pub(crate) use schedule::{admit_stealable, schedule, submit_pinned, submit_steal
 pub(crate) use shared::{ShardShared, Shared};
 pub(crate) use spin::{schedstat_of, SchedstatSlot};
 pub(crate) use steer::choose_op_lane;
+#[cfg(feature = "tokio-compat")]
+pub(crate) use worker::TokioParts;
 pub(crate) use worker::Worker;
 
 use std::sync::Arc;

@@ -146,11 +146,14 @@ impl Worker {
     pub(super) fn park_driver(&self, timeout: Option<Duration>) -> std::io::Result<usize> {
         let start = crate::diag::precise_ns();
         self.me().parked_since.store(start, Ordering::Relaxed);
+        let in_tokio = self.park_in_tokio(timeout);
         let (res, health) = {
             let mut reaped = self.reaped.borrow_mut();
             let mut driver = self.driver.borrow_mut();
-            self.flush_staged(&mut driver);
-            let res = driver.park(timeout, &self.me().ops, &mut reaped);
+            let res = in_tokio.unwrap_or_else(|| {
+                self.flush_staged(&mut driver);
+                driver.park(timeout, &self.me().ops, &mut reaped)
+            });
             (res, driver.take_health())
         };
         self.me().parked_since.store(0, Ordering::Relaxed);
@@ -159,6 +162,12 @@ impl Worker {
         self.note_ring_health(health);
         self.settle_reaped();
         res
+    }
+
+    /// Without the shards' tokio runtimes, parks are the driver's own.
+    #[cfg(not(feature = "tokio-compat"))]
+    fn park_in_tokio(&self, _: Option<Duration>) -> Option<std::io::Result<usize>> {
+        None
     }
 
     /// Counts the ring's signs of pressure, and says once per shard that

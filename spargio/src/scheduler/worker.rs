@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 use super::run_queue::{Origin, RunQueue};
 use super::spin::{self as spinning, AdaptiveSpin, SchedstatSlot};
 use super::steal::StealState;
+#[cfg(feature = "tokio-compat")]
+pub(crate) use super::tokio_shard::TokioParts;
 use super::{inbox::Command, ShardShared, Shared};
 use crate::driver::{handshake_fence, DirectMsg, Driver, Reaped, Ring};
 use crate::messaging::EventState;
@@ -51,12 +53,17 @@ const SHUTDOWN_POLL: Duration = Duration::from_millis(1);
 const LIFO_WATCHDOG: Duration = Duration::from_millis(1);
 
 /// One shard's thread-local core. Field order is drop order: the driver
-/// (and the kernel memory it guards) goes first.
+/// (and the kernel memory it guards) goes first, after only the tokio
+/// runtime that watches its fd.
 pub(crate) struct Worker {
+    /// The shard's tokio runtime, from the start of `run` to its end
+    /// (`tokio_shard.rs`). Before the driver: it watches the driver's fd.
+    #[cfg(feature = "tokio-compat")]
+    pub(super) tokio: RefCell<Option<super::tokio_shard::ShardTokio>>,
     pub(super) driver: RefCell<Driver>,
     pub(super) queue: RunQueue,
     pub(crate) events: RefCell<EventState>,
-    doorbells: RefCell<Vec<ShardId>>,
+    pub(super) doorbells: RefCell<Vec<ShardId>>,
     fired: RefCell<Vec<std::task::Waker>>,
     /// Follow-up of the last reap: wakers to call and orphaned resources to
     /// drop, outside the driver borrow (see `ops.rs`).
@@ -123,6 +130,8 @@ impl Worker {
             id,
             ctx: crate::messaging::ShardRef::new(shared.clone(), id),
             shared,
+            #[cfg(feature = "tokio-compat")]
+            tokio: RefCell::new(None),
         }
     }
 
@@ -142,8 +151,12 @@ impl Worker {
     /// with a dead shard would strand the tasks homed there, so it shuts
     /// the whole runtime down: every task is dropped (their `JoinHandle`s
     /// report cancellation) and `Runtime::drop` returns instead of hanging.
-    pub(crate) fn run(&self) {
+    pub(crate) fn run(&self, #[cfg(feature = "tokio-compat")] tokio: Option<TokioParts>) {
         let _enter = context::enter(self);
+        #[cfg(feature = "tokio-compat")]
+        let tokio = self.start_tokio(tokio);
+        #[cfg(feature = "tokio-compat")]
+        let tokio_entered = tokio.as_ref().map(tokio::runtime::Handle::enter);
         let ran = catch_unwind(AssertUnwindSafe(|| {
             // Every source was polled since the last task ran: the idle
             // loop that found work has just done step 1 and 2.
@@ -174,6 +187,11 @@ impl Worker {
         if catch_unwind(AssertUnwindSafe(|| self.shutdown())).is_err() {
             self.shutdown_without_ring();
         }
+        #[cfg(feature = "tokio-compat")]
+        {
+            drop(tokio_entered);
+            self.stop_tokio();
+        }
     }
 
     /// After [`Worker::run`]: the shard's ring, quiesced, for the runtime to
@@ -192,6 +210,8 @@ impl Worker {
         self.drain_inbox();
         self.poll_driver();
         self.fire_timers();
+        #[cfg(feature = "tokio-compat")]
+        self.turn_tokio();
         self.deliver_events();
     }
 
@@ -401,6 +421,8 @@ impl Worker {
         if res.is_err() {
             Counters::bump_local(&counters.tasks_panicked);
         }
+        #[cfg(feature = "tokio-compat")]
+        self.run_spawned_tokio_tasks();
     }
 
     /// Queues a woken task on this shard.
@@ -422,6 +444,8 @@ impl Worker {
     }
 
     fn enqueue_local(&self, r: Runnable, lifo: bool) {
+        #[cfg(feature = "tokio-compat")]
+        self.count_wake();
         let to_deque = if lifo && self.in_poll.get() {
             if r.metadata().kind == TaskKind::Stealable && self.shared.shard_count() > 1 {
                 self.shared.idle.ensure_watcher(&self.shared, self.id);
@@ -503,6 +527,10 @@ impl Worker {
         // so it runs here and the wakeup places this shard anew.
         let cede = self.take_cede();
         let mut spin = self.spin.window();
+        #[cfg(feature = "tokio-compat")]
+        if self.tokio_hot() {
+            spin = Duration::ZERO;
+        }
         if !cede && spin.is_zero() && self.spin.contended() && self.yield_for_work() {
             return true;
         }

@@ -54,6 +54,8 @@ mod epochs;
 mod exec;
 mod faults;
 mod offload;
+#[cfg(feature = "tokio-compat")]
+mod outside;
 mod poller;
 mod sqe;
 mod timers;

@@ -85,6 +85,12 @@ impl Poller {
         }
     }
 
+    /// The epoll fd, for a poller that nests it (`outside.rs`).
+    #[cfg(feature = "tokio-compat")]
+    pub(super) fn fd(&self) -> RawFd {
+        self.raw()
+    }
+
     /// The epoll fd, or -1 (which every syscall refuses) for `dead`.
     fn raw(&self) -> RawFd {
         self.epfd.as_ref().map_or(-1, |fd| fd.as_raw_fd())

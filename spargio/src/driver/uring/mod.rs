@@ -40,6 +40,8 @@
 //! cycles): 171–176 µs a cycle with each thread closing its own ring,
 //! 124–146 µs with the rings closed after the join.
 
+#[cfg(feature = "tokio-compat")]
+mod outside;
 mod ring;
 
 pub(crate) use ring::{classify_setup, Ring, RingConfig};
@@ -82,6 +84,9 @@ pub(crate) struct UringDriver {
     op_cqes: Vec<(OpKey, Outcome)>,
     /// Provided-buffer group ids.
     bgids: BgidPool,
+    /// The eventfd a wait outside the ring watches (`outside.rs`).
+    #[cfg(feature = "tokio-compat")]
+    notify: Option<std::os::fd::OwnedFd>,
 }
 
 impl std::fmt::Debug for UringDriver {
@@ -112,6 +117,8 @@ impl UringDriver {
             health: RingHealth::default(),
             op_cqes: Vec::new(),
             bgids: BgidPool::default(),
+            #[cfg(feature = "tokio-compat")]
+            notify: None,
         }
     }
 

@@ -155,6 +155,18 @@ impl Ring {
         self.uring.submitter()
     }
 
+    /// Turns the registered eventfd's signalling on or off
+    /// (`IORING_CQ_EVENTFD_DISABLED`; see `outside.rs`).
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) fn completion_notify(&mut self, on: bool) {
+        let cq = self.uring.completion();
+        if on {
+            cq.enable_eventfd();
+        } else {
+            cq.disable_eventfd();
+        }
+    }
+
     pub(crate) fn fd(&self) -> RawFd {
         self.uring.as_raw_fd()
     }

@@ -1,0 +1,2 @@
+#[spargio::main(tokio_compat = 1)]
+async fn main() {}

@@ -1,0 +1,411 @@
+//! Each shard's tokio runtime (feature `tokio-compat`): tokio's runtime
+//! APIs inside spargio tasks.
+//!
+//! A crate built on tokio (sqlx, redis, reqwest, tower-http's timeouts)
+//! calls `tokio::spawn`, `tokio::time::sleep` or registers a
+//! `tokio::net::TcpStream`, each of which needs a tokio runtime entered on
+//! the calling thread. So every shard thread owns a current-thread tokio
+//! runtime, entered for the shard's whole life, and drives it itself:
+//! nothing crosses threads, and the shard still waits in one place.
+//!
+//! * **Turns.** While busy, the shard runs the tokio runtime for one
+//!   non-blocking turn (`block_on(yield_now())`: up to 61 ready tokio tasks,
+//!   then one `epoll_wait` with a zero timeout for tokio's sockets and
+//!   timers) from its loop's maintenance step. A turn that woke nothing
+//!   doubles the gap to the next (up to `MAX_GAP` loop turns, or
+//!   `MAX_GAP_WITH_TASKS` while tokio tasks are alive); one that woke a
+//!   task, or a tokio task queued from outside, brings it back to every
+//!   turn. At the longest gap turns are also at least a millisecond apart.
+//!   So a shard that does not use tokio pays about one `epoll_wait` per
+//!   millisecond while busy, and nothing while parked.
+//! * **No spin while in use.** A shard whose tokio runtime is in use does
+//!   not spin before it parks: each spin poll would cost an `epoll_wait`,
+//!   and the spin would take the CPU from the database or peer whose
+//!   answer it waits for. Measured on the TechEmpower rows with sqlx
+//!   (2 shards, wrk and PostgreSQL on the same 2 CPUs): spinning made
+//!   9.5 `epoll_wait`s and 5 `sched_yield`s per `/queries` request.
+//! * **Parks.** An idle shard parks inside `block_on`, waiting for its
+//!   driver's wake fd (`driver/uring/outside.rs`, `driver/epoll/outside.rs`)
+//!   to turn readable under tokio's reactor, bounded by the park's own
+//!   timeout through a tokio timer. tokio's `epoll_wait` then waits for the
+//!   ring, the doorbells, tokio's sockets and both runtimes' timers at
+//!   once, and tokio tasks run while the shard would otherwise sleep.
+//!   A tokio task or event that gives the shard work of its own (wakes a
+//!   spargio task, queues an SQE, arms an earlier spargio timer) must end
+//!   the park: tokio calls the `on_thread_park` hook before each block,
+//!   and the hook cuts the park short when the shard has such work.
+//!
+//! `tokio::spawn` from a shard puts the task on that shard's tokio
+//! runtime; it stays there (tokio tasks are not stolen) and runs during
+//! the shard's turns and parks. A tokio resource (a socket, a timer)
+//! registered on one shard's runtime keeps working when the spargio task
+//! that owns it is stolen: that runtime's reactor wakes the task wherever
+//! it now runs.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use super::context;
+use super::worker::Worker;
+
+/// Longest gap, in loop turns, between two turns of an unused tokio
+/// runtime while the shard is busy.
+const MAX_GAP: u32 = 64;
+/// The same while tokio tasks are alive (they may be waiting for events
+/// only tokio's reactor sees).
+const MAX_GAP_WITH_TASKS: u32 = 8;
+/// At `MAX_GAP`, also at least this long between turns (coarse clock):
+/// an idle shard's spin polls its sources thousands of times a
+/// millisecond, and each turn costs an `epoll_wait` and, for `block_on`'s
+/// fresh context, one small allocation.
+const QUIET_GAP_NS: u64 = 1_000_000;
+
+/// The driver's wake fd, borrowed: the driver owns it and outlives this.
+struct WaitFd(RawFd);
+
+impl AsRawFd for WaitFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// What `build` makes for a shard's tokio runtime on its own thread, so
+/// every fd the runtime holds is open when `build` returns: the tokio
+/// runtime (its epoll and waker), and on io_uring the eventfd the ring
+/// will signal (`driver/uring/outside.rs`).
+pub(crate) struct TokioParts {
+    rt: tokio::runtime::Runtime,
+    notify: Option<OwnedFd>,
+}
+
+impl TokioParts {
+    /// The parts for shard `shard`; `ring`: it runs on io_uring.
+    pub(crate) fn new(shard: usize, ring: bool) -> io::Result<TokioParts> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name(format!("spargio-tokio-blocking-{shard}"))
+            .on_thread_park(|| context::with_worker(|w| w.map_or((), Worker::tokio_before_park)))
+            .build()?;
+        let notify = if ring {
+            // SAFETY: plain eventfd creation; the result is checked.
+            let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+            if raw < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: a fresh fd nothing else owns.
+            Some(unsafe { OwnedFd::from_raw_fd(raw) })
+        } else {
+            None
+        };
+        Ok(TokioParts { rt, notify })
+    }
+}
+
+/// One shard's tokio runtime and the state of its turns and parks.
+pub(crate) struct ShardTokio {
+    /// Dropped before `rt`: deregister from its reactor.
+    wake: AsyncFd<WaitFd>,
+    doorbell: Option<AsyncFd<WaitFd>>,
+    metrics: tokio::runtime::RuntimeMetrics,
+    rt: tokio::runtime::Runtime,
+    /// Loop turns to the next turn, and the current gap.
+    countdown: Cell<u32>,
+    gap: Cell<u32>,
+    last_turn_ns: Cell<u64>,
+    /// Tasks woken on this shard, counted to tell a turn that did something.
+    pub(super) wakes: Cell<u64>,
+    /// Inside a park: its future's waker, whether the hook cut it short,
+    /// and the spargio timer deadline the park's timeout was made for.
+    parking: Cell<bool>,
+    cut: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+    timer: Cell<Option<u64>>,
+}
+
+impl ShardTokio {
+    /// Shard `shard`'s tokio runtime from `rt`, watching its driver's
+    /// `wait_fd` (and `doorbell_fd`, see `driver/uring/outside.rs`). On the
+    /// shard's thread.
+    fn new(
+        rt: tokio::runtime::Runtime,
+        wait_fd: RawFd,
+        doorbell_fd: Option<RawFd>,
+    ) -> io::Result<ShardTokio> {
+        let watch = |fd: RawFd| {
+            let _in = rt.enter();
+            // The fd outlives the registration: it is the driver's wake fd
+            // or the shard's doorbell eventfd (`ShardShared`), and a
+            // `ShardTokio` is dropped before the driver (`stop_tokio`, and
+            // the `tokio` field comes before `driver` in `Worker`).
+            // SAFETY: `fd` stays open and names the same file for this
+            // `AsyncFd`'s life (above); `WaitFd` always returns that fd.
+            let registered =
+                unsafe { AsyncFd::register_with_interest(WaitFd(fd), Interest::READABLE) };
+            registered.map_err(|e| e.into_parts().1)
+        };
+        let wake = watch(wait_fd)?;
+        let doorbell = doorbell_fd.map(watch).transpose()?;
+        Ok(ShardTokio {
+            wake,
+            doorbell,
+            metrics: rt.metrics(),
+            rt,
+            countdown: Cell::new(1),
+            gap: Cell::new(1),
+            last_turn_ns: Cell::new(0),
+            wakes: Cell::new(0),
+            parking: Cell::new(false),
+            cut: Cell::new(false),
+            waker: RefCell::new(None),
+            timer: Cell::new(None),
+        })
+    }
+
+    /// The last turns found tokio work: its sockets and timers are in
+    /// use on this shard.
+    pub(super) fn hot(&self) -> bool {
+        self.gap.get() <= 2
+    }
+
+    /// Whether this loop turn should turn the runtime.
+    pub(super) fn turn_due(&self) -> bool {
+        if self.metrics.global_queue_depth() > 0 {
+            return true;
+        }
+        let left = self.countdown.get();
+        if left > 1 {
+            self.countdown.set(left - 1);
+            return false;
+        }
+        self.gap.get() < MAX_GAP
+            || crate::diag::coarse_ns().saturating_sub(self.last_turn_ns.get()) >= QUIET_GAP_NS
+    }
+
+    /// One non-blocking turn: ready tokio tasks, then tokio's reactor and
+    /// timers with a zero timeout. Then the next gap.
+    pub(super) fn turn(&self) {
+        let wakes = self.wakes.get();
+        let queued = self.metrics.global_queue_depth() > 0;
+        self.rt.block_on(tokio::task::yield_now());
+        if self.gap.get() >= MAX_GAP {
+            self.last_turn_ns.set(crate::diag::coarse_ns());
+        }
+        let gap = if queued || self.wakes.get() != wakes {
+            1
+        } else if self.metrics.num_alive_tasks() > 0 {
+            (self.gap.get() * 2).min(MAX_GAP_WITH_TASKS)
+        } else {
+            (self.gap.get() * 2).min(MAX_GAP)
+        };
+        self.gap.set(gap);
+        self.countdown.set(gap);
+    }
+
+    /// Parks in the runtime until the driver's wake fd reports, `timeout`
+    /// passes, or the shard gets work from a tokio task or event (the
+    /// `on_thread_park` hook). `timer`: the spargio timer deadline
+    /// `timeout` covers.
+    pub(super) fn park(&self, timeout: Option<Duration>, timer: Option<u64>) {
+        self.cut.set(false);
+        self.timer.set(timer);
+        self.parking.set(true);
+        self.rt.block_on(async {
+            let wait = WaitReadable {
+                tokio: self,
+                stale: true,
+            };
+            match timeout {
+                Some(t) => drop(tokio::time::timeout(t, wait).await),
+                None => wait.await,
+            }
+        });
+        self.parking.set(false);
+        // The park was a turn: the next one is a gap away.
+        self.countdown.set(self.gap.get());
+    }
+
+    /// In a park, ends it (from the `on_thread_park` hook).
+    fn cut_park(&self) {
+        self.cut.set(true);
+        if let Some(w) = self.waker.borrow().as_ref() {
+            w.wake_by_ref();
+        }
+    }
+}
+
+/// The park's wait for the driver's wake fds.
+struct WaitReadable<'a> {
+    tokio: &'a ShardTokio,
+    /// Readiness cached before the park is stale: the driver collected
+    /// everything ready when it prepared the wait, after the last turn that
+    /// could have delivered that readiness.
+    stale: bool,
+}
+
+impl Future for WaitReadable<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let t = self.tokio;
+        if t.cut.get() {
+            return Poll::Ready(());
+        }
+        {
+            let mut waker = t.waker.borrow_mut();
+            if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *waker = Some(cx.waker().clone());
+            }
+        }
+        let stale = std::mem::replace(&mut self.stale, false);
+        let mut ready = false;
+        for fd in std::iter::once(&t.wake).chain(t.doorbell.as_ref()) {
+            let mut stale = stale;
+            loop {
+                match fd.poll_read_ready(cx) {
+                    Poll::Ready(Ok(mut guard)) if stale => {
+                        guard.clear_ready();
+                        stale = false;
+                    }
+                    // Readable, or the reactor is gone (the runtime is
+                    // dropping): back to the shard either way.
+                    Poll::Ready(_) => {
+                        ready = true;
+                        break;
+                    }
+                    Poll::Pending => break,
+                }
+            }
+        }
+        if ready {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Worker {
+    /// No spin before parking while this shard's tokio runtime is in use:
+    /// each spin poll would turn it (an `epoll_wait`), and the park waits
+    /// in that same `epoll_wait` for what the spin looks for (see the
+    /// module doc).
+    pub(super) fn tokio_hot(&self) -> bool {
+        self.tokio.borrow().as_ref().is_some_and(ShardTokio::hot)
+    }
+
+    /// After a task's poll: if it `tokio::spawn`ed (the task waits in the
+    /// runtime's queue), turn the runtime now, so the spawned task runs
+    /// right after its spawner, as on tokio, instead of at the end of the
+    /// batch. sqlx returns a connection to its pool this way: later, and
+    /// requests waiting for a connection wait longer.
+    pub(super) fn run_spawned_tokio_tasks(&self) {
+        if let Some(t) = self.tokio.borrow().as_ref() {
+            if t.metrics.global_queue_depth() > 0 {
+                t.turn();
+            }
+        }
+    }
+
+    /// The tokio side of the loop's maintenance step (see the module doc).
+    pub(super) fn turn_tokio(&self) {
+        if let Some(t) = self.tokio.borrow().as_ref() {
+            if t.turn_due() {
+                t.turn();
+            }
+        }
+    }
+
+    /// Blocks in the tokio runtime instead of the driver (see `ops.rs`'s
+    /// `park_driver`). False without a tokio runtime.
+    pub(super) fn park_in_tokio(&self, timeout: Option<Duration>) -> Option<io::Result<usize>> {
+        let tokio = self.tokio.borrow();
+        let t = tokio.as_ref()?;
+        let wait = {
+            let mut driver = self.driver.borrow_mut();
+            self.flush_staged(&mut driver);
+            driver.prepare_wait(timeout)
+        };
+        match wait {
+            Ok(Some(timeout)) => t.park(timeout, self.me().timers.next_tick()),
+            Ok(None) => {}
+            Err(err) => return Some(Err(err)),
+        }
+        let mut reaped = self.reaped.borrow_mut();
+        let mut driver = self.driver.borrow_mut();
+        Some(driver.finish_wait(&self.me().ops, &mut reaped))
+    }
+
+    /// Counts a task woken on this shard (see [`ShardTokio::turn`]).
+    pub(super) fn count_wake(&self) {
+        if let Ok(tokio) = self.tokio.try_borrow() {
+            if let Some(t) = tokio.as_ref() {
+                t.wakes.set(t.wakes.get().wrapping_add(1));
+            }
+        }
+    }
+
+    fn doorbells_empty(&self) -> bool {
+        self.doorbells.try_borrow().map_or(true, |d| d.is_empty())
+    }
+
+    /// tokio's `on_thread_park` hook: tokio is about to block its reactor.
+    /// If what ran since the park began gave this shard work, end the park.
+    fn tokio_before_park(&self) {
+        let Ok(tokio) = self.tokio.try_borrow() else {
+            return;
+        };
+        let Some(t) = tokio.as_ref().filter(|t| t.parking.get()) else {
+            return;
+        };
+        let work = !self.queue.is_empty(&self.me().lifo)
+            || !self.staged.borrow().is_empty()
+            || !self.doorbells_empty()
+            || self
+                .driver
+                .try_borrow_mut()
+                .is_ok_and(|mut d| d.has_unsubmitted())
+            || self.events_pending()
+            || self.me().timers.next_tick() != t.timer.get();
+        if work {
+            t.cut_park();
+        }
+    }
+}
+
+impl Worker {
+    /// Sets up the shard's tokio runtime from the parts `build` made, at
+    /// the start of `run`, and returns its handle for `run` to enter.
+    /// Panics (failing the shard, see `Worker::run`) when its fds cannot be
+    /// registered: the kernel is out of memory.
+    pub(super) fn start_tokio(&self, parts: Option<TokioParts>) -> Option<tokio::runtime::Handle> {
+        let TokioParts { rt, notify } = parts?;
+        let (fd, doorbell) = {
+            let mut driver = self.driver.borrow_mut();
+            (driver.wait_fd(notify), driver.doorbell_fd())
+        };
+        let t = fd
+            .and_then(|fd| ShardTokio::new(rt, fd, doorbell))
+            .unwrap_or_else(|err| panic!("spargio shard {}: tokio runtime: {err}", self.id));
+        let handle = t.rt.handle().clone();
+        *self.tokio.borrow_mut() = Some(t);
+        Some(handle)
+    }
+
+    /// Drops the shard's tokio runtime at the end of `run`, after the
+    /// shard's tasks are gone and with the runtime no longer entered: its
+    /// tasks are dropped here, on the shard, and its blocking threads
+    /// joined (as tokio's own runtime drop does, it waits for blocking
+    /// closures that are running).
+    pub(super) fn stop_tokio(&self) {
+        let t = self.tokio.borrow_mut().take();
+        drop(t);
+    }
+}
