@@ -4,8 +4,12 @@
 # matches `Peer` in crates/spargio-test-peers/src/lib.rs):
 #
 #   apt-get: openssl curl python3 python3-pip nghttp2-client (h2load)
-#            nginx nodejs wrk
+#            nginx nodejs wrk postgresql redis-server
 #   pip:     websockets aioquic grpcio prometheus_client
+#
+# PostgreSQL and Redis are only installed: the tests start private
+# servers of their own (temp dir, free port) and never use a system
+# instance; the install starts no service (policy-rc.d below).
 #
 # Idempotent: whatever is present already is left alone. Runs as root
 # (CI) or through sudo. Debian/Ubuntu.
@@ -37,6 +41,16 @@ py_module() {
   esac
 }
 
+# As the tests' probe: some /usr/lib/postgresql/<version>/bin has both
+# initdb and postgres (the server binaries are not on the PATH).
+pg_bindir() {
+  local dir best=""
+  for dir in $(printf "%s\n" /usr/lib/postgresql/*/bin | sort -V); do
+    [ -x "$dir/initdb" ] && [ -x "$dir/postgres" ] && best=$dir
+  done
+  [ -n "$best" ] && echo "$best"
+}
+
 py_has() { has python3 && python3 -c "import $(py_module "$1")" >/dev/null 2>&1; }
 
 missing_apt() {
@@ -50,6 +64,8 @@ missing_apt() {
   has nginx || [ -x /usr/sbin/nginx ] || need+=(nginx)
   has node || need+=(nodejs)
   has wrk || need+=(wrk)
+  pg_bindir >/dev/null || need+=(postgresql)
+  has redis-server || [ -x /usr/bin/redis-server ] || need+=(redis-server)
   echo "${need[@]}"
 }
 
@@ -75,7 +91,8 @@ fi
 if [ ${#apt_need[@]} -gt 0 ]; then
   echo "apt-get install ${apt_need[*]}"
   # Maintainer scripts must not start services while we install (nginx
-  # would take port 80, and a failed start fails the install): a
+  # would take port 80, postgresql and redis-server 5432 and 6379, and a
+  # failed start fails the install): a
   # policy-rc.d that denies every start, unless the host has one.
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
@@ -110,4 +127,6 @@ echo "test peers: $(openssl version | cut -d' ' -f1-2), curl $(curl --version | 
   "grpcio $(python3 -c 'import grpc; print(grpc.__version__)')," \
   "$(h2load --version 2>&1 | head -1)," \
   "$( (nginx -v 2>&1 || /usr/sbin/nginx -v 2>&1) | head -1)," \
-  "node $(node --version), $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)"
+  "node $(node --version), $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)," \
+  "$("$(pg_bindir)/postgres" --version)," \
+  "$( (redis-server --version 2>/dev/null || /usr/bin/redis-server --version) | cut -d' ' -f1-3)"

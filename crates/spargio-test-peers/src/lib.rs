@@ -21,11 +21,23 @@
 //! spawn error deep in the helper.
 //!
 //! `scripts/install-test-peers.sh` installs every peer listed here.
+//!
+//! Two peers are servers a test talks to as a client: [`postgres`] and
+//! [`redis`] start a private instance per test binary on first use (a
+//! temp dir, a free port on 127.0.0.1, never a system instance or a
+//! default port) and stop it at exit, removing its dir.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
+
+mod postgres;
+mod redis;
+mod server;
+
+pub use postgres::{postgres, PostgresInstance};
+pub use redis::{redis, RedisInstance};
 
 /// An external program or package an interop test talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -52,6 +64,12 @@ pub enum Peer {
     Node,
     /// The `wrk` load generator.
     Wrk,
+    /// The PostgreSQL server programs (`initdb`, `postgres`, and the
+    /// clients `psql`, `createdb`, `pg_isready`) in
+    /// `/usr/lib/postgresql/<version>/bin`; see [`postgres`].
+    Postgres,
+    /// `redis-server`; see [`redis`].
+    Redis,
 }
 
 impl Peer {
@@ -69,6 +87,8 @@ impl Peer {
             Peer::Nginx => "nginx",
             Peer::Node => "node",
             Peer::Wrk => "wrk",
+            Peer::Postgres => "PostgreSQL",
+            Peer::Redis => "redis-server",
         }
     }
 
@@ -86,6 +106,8 @@ impl Peer {
             Peer::Nginx => "apt-get install nginx",
             Peer::Node => "apt-get install nodejs",
             Peer::Wrk => "apt-get install wrk",
+            Peer::Postgres => "apt-get install postgresql",
+            Peer::Redis => "apt-get install redis-server",
         }
     }
 
@@ -104,6 +126,8 @@ impl Peer {
             Peer::Nginx => runs("nginx", &["-v"]),
             Peer::Node => runs("node", &["--version"]),
             Peer::Wrk => runs("wrk", &["--version"]) || on_path("wrk"),
+            Peer::Postgres => postgres::bin_dir().is_some(),
+            Peer::Redis => redis::server_binary().is_some(),
         }
     }
 }
@@ -213,6 +237,14 @@ pub fn available(peer: Peer) -> bool {
         unsafe { libc::atexit(summary) };
     }
     false
+}
+
+/// Whether `peer` is present, looked up once per process like
+/// [`available`], but recording nothing and never panicking: for programs
+/// (not tests) that use a peer, such as `spargio-peer-db`.
+pub fn is_present(peer: Peer) -> bool {
+    let mut st = state().lock().unwrap_or_else(|e| e.into_inner());
+    found(&mut st, peer)
 }
 
 /// For helpers that spawn `peer`: panics when it is absent, saying that
