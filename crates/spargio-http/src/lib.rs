@@ -36,6 +36,7 @@ pub mod client;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 mod grpc_timeout;
+pub mod layer;
 pub mod rt;
 pub mod server;
 mod timeout;

@@ -371,3 +371,56 @@ fn a_slow_response_outlives_the_header_read_timeout() {
     assert!(out.ends_with(b"slept 900"));
     server.stop().unwrap();
 }
+
+#[test]
+fn the_timeout_layer_answers_408_and_drops_the_slow_handler() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use axum::routing::get;
+    use spargio_http::layer::TimeoutLayer;
+
+    /// Counts a handler future dropped before it finished.
+    struct Dropped(Arc<AtomicUsize>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    let _serial = serial();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = dropped.clone();
+    let server = TestServer::start_with(
+        move |_| {
+            axum::Router::new()
+                .route("/", get(|| async { "quick" }))
+                .route(
+                    "/slow",
+                    get(move || {
+                        let guard = Dropped(d.clone());
+                        async move {
+                            spargio::time::sleep(Duration::from_secs(30)).await;
+                            std::mem::forget(guard);
+                            "slow"
+                        }
+                    }),
+                )
+                .layer(TimeoutLayer::new(Duration::from_millis(100)))
+        },
+        |s| s,
+        Duration::from_secs(5),
+    );
+    let slow = raw_exchange(
+        server.addr,
+        b"GET /slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert!(status_line(&slow).starts_with("HTTP/1.1 408"), "{slow:?}");
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "the handler's future was dropped"
+    );
+    still_serves(&server);
+    server.stop().unwrap();
+}
