@@ -1,0 +1,420 @@
+#!/usr/bin/env bash
+# TechEmpower-shaped benchmark with PostgreSQL: one axum Router
+# (bench/src/bin/db_server.rs) served three ways, driven by wrk.
+#
+#   scripts/db_bench.sh                          # ROUNDS=3 DURATION=4, split and shared
+#   ROUNDS=1 DURATION=2 MODES=shared scripts/db_bench.sh   # a quick pass
+#   DATABASE_URL=postgres://... PG_PID=1234 scripts/db_bench.sh
+#
+# Servers (db_server --runtime ...), each with the same pool of POOL
+# database connections, all opened before the run:
+# - spargio:    spargio_http::serve, sqlx PgPool on spargio's tokio-compat.
+# - spargio-pg: spargio_http::serve, tokio-postgres over spargio's own
+#               sockets (queries of a request pipelined on one connection).
+# - tokio:      axum::serve on a multi-thread tokio runtime, sqlx PgPool.
+#
+# Rows (TechEmpower's test types): /plaintext with HTTP/1.1 pipelining of
+# depth 16 (scripts/pipeline.lua) over PLAINTEXT_CONNS connections, and
+# /json, /db, /queries?q=20, /fortunes, /updates?q=20 over CONNS
+# connections.
+#
+# Modes (MODES, space-separated; default "split shared"):
+# - split: the server pinned to CPU 0 with ONE worker; wrk (one thread)
+#   and PostgreSQL (every process, by taskset -p) pinned to CPU 1.
+# - shared: the server with WORKERS workers, wrk with two threads,
+#   PostgreSQL on every CPU: nothing pinned.
+#
+# For each mode and row, ROUNDS rounds of spargio, spargio-pg, tokio in
+# turn, each run against a freshly started server. Per run: req/s, p99
+# (wrk --latency), the server's CPU time per request (utime + stime from
+# /proc/PID/stat before and after wrk, over the request count) and
+# PostgreSQL's (the same summed over the postmaster and its children; a
+# backend that started during the run counts from zero). Per row: the
+# median of each over the rounds, and each spargio variant's ratios to
+# tokio (of the medians, and their range over the rounds, round i against
+# round i).
+#
+# PostgreSQL: a private server started with spargio-peer-db (the
+# TechEmpower tables `world` and `fortune`; stopped at exit), unless
+# DATABASE_URL is set; then its postmaster's pid is PG_PID, or found by
+# its port with `ss`, for pinning (without one PostgreSQL is not pinned,
+# and its CPU is not measured).
+#
+# The summary is printed and written to <target>/db_bench.md (<target> =
+# $CARGO_TARGET_DIR, else target). Exits non-zero when a run failed: a
+# server that did not start, stopped answering or died, wrk connect or
+# timeout errors, non-2xx responses, or more read/write errors than the
+# end-of-run resets of its connections explain.
+#
+# Env: MODES, ROWS (a regex on the row labels; all), ROUNDS (3), DURATION (seconds per run, 4), WORKERS (2, the
+# shared mode's), POOL (16), CONNS (64), PLAINTEXT_CONNS (256), DEPTH
+# (pipelining depth of /plaintext, 16), PORT (18084; the three servers use
+# PORT, PORT+1, PORT+2), DATABASE_URL, PG_PID.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MODES="${MODES:-split shared}"
+ROUNDS="${ROUNDS:-3}"
+DURATION="${DURATION:-4}"
+WORKERS="${WORKERS:-2}"
+POOL="${POOL:-16}"
+CONNS="${CONNS:-64}"
+PLAINTEXT_CONNS="${PLAINTEXT_CONNS:-256}"
+DEPTH="${DEPTH:-16}"
+PORT="${PORT:-18084}"
+target="${CARGO_TARGET_DIR:-target}"
+bin="$target/release/db_server"
+runtimes=(spargio spargio-pg tokio)
+# A row: label|path|connections|pipelining depth (1: none).
+rows=(
+    "plaintext (pipelined ×$DEPTH)|/plaintext|$PLAINTEXT_CONNS|$DEPTH"
+    "json|/json|$CONNS|1"
+    "db|/db|$CONNS|1"
+    "queries q=20|/queries?q=20|$CONNS|1"
+    "fortunes|/fortunes|$CONNS|1"
+    "updates q=20|/updates?q=20|$CONNS|1"
+)
+# ROWS: an extended regex; only rows whose label matches run (e.g.
+# ROWS='db|fortunes').
+if [ -n "${ROWS:-}" ]; then
+    kept=()
+    for r in "${rows[@]}"; do
+        if [[ "${r%%|*}" =~ ^($ROWS) ]]; then kept+=("$r"); fi
+    done
+    rows=("${kept[@]}")
+fi
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+command -v wrk >/dev/null || $sudo apt-get install -y wrk
+command -v curl >/dev/null || { echo "curl is required" >&2; exit 1; }
+case " $MODES " in
+    *" split "*)
+        command -v taskset >/dev/null || { echo "split mode needs taskset" >&2; exit 1; }
+        [ "$(nproc)" -ge 2 ] || { echo "split mode needs 2 CPUs" >&2; exit 1; }
+        ;;
+esac
+
+cargo build --release -p spargio-bench --features db --bin db_server
+if [ -z "${DATABASE_URL:-}" ]; then
+    cargo build --release -p spargio-test-peers --bin spargio-peer-db
+fi
+
+tmp="$(mktemp -d)"
+server_pid=""
+stop_server() {
+    if [ -n "$server_pid" ]; then
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+        server_pid=""
+    fi
+}
+db_pid=""
+stop_db() {
+    if [ -n "$db_pid" ]; then
+        # Closing its stdin stops spargio-peer-db (and its server); the
+        # signal too, should anything else hold the pipe.
+        exec 3>&-
+        kill "$db_pid" 2>/dev/null || true
+        wait "$db_pid" 2>/dev/null || true
+        db_pid=""
+    fi
+}
+trap 'stop_server; stop_db; rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+
+failures=()
+fail() {
+    echo "FAIL: $*" >&2
+    failures+=("$*")
+}
+
+# ===== PostgreSQL =====
+
+pg_note=""
+if [ -z "${DATABASE_URL:-}" ]; then
+    # Its stdin is our fd 3: it stops when we exit, however we exit.
+    exec 3> >(exec "$target/release/spargio-peer-db" >"$tmp/db.out" 2>"$tmp/db.err")
+    db_pid=$!
+    for _ in $(seq 1 600); do
+        grep -q "^DATABASE_URL=" "$tmp/db.out" && break
+        kill -0 "$db_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    DATABASE_URL="$(sed -n 's/^DATABASE_URL=//p' "$tmp/db.out")"
+    [ -n "$DATABASE_URL" ] || { echo "spargio-peer-db did not start: $(cat "$tmp/db.err")" >&2; exit 1; }
+    PG_PID="$(sed -n 's/.*PostgreSQL (pid \([0-9]*\)).*/\1/p' "$tmp/db.err")"
+    pg_note="private PostgreSQL $("$(readlink -f "/proc/$PG_PID/exe")" --version 2>/dev/null | awk '{ print $3 }') from spargio-peer-db (fsync off)"
+else
+    if [ -z "${PG_PID:-}" ] && command -v ss >/dev/null; then
+        pg_port="$(sed -n 's|.*@[^:/]*:\([0-9]*\)/.*|\1|p' <<<"$DATABASE_URL")"
+        PG_PID="$(ss -Hltnp "sport = :${pg_port:-5432}" 2>/dev/null |
+            sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1)"
+    fi
+    pg_note="PostgreSQL at DATABASE_URL"
+    [ -n "${PG_PID:-}" ] || pg_note+=" (postmaster pid unknown: not pinned, its CPU not measured)"
+fi
+PG_PID="${PG_PID:-}"
+export DATABASE_URL
+
+# Pins the postmaster and every child to CPU list $1 (new backends fork
+# from the postmaster and inherit it).
+pin_pg() {
+    [ -n "$PG_PID" ] || return 0
+    local pid
+    for pid in "$PG_PID" $(pgrep -P "$PG_PID" || true); do
+        taskset -a -p -c "$1" "$pid" >/dev/null 2>&1 || true
+    done
+}
+
+# utime + stime (fields 14 and 15 of /proc/PID/stat) in clock ticks. The
+# fields are counted after the `(comm)` field, which may hold spaces.
+cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
+clk_tck="$(getconf CLK_TCK)"
+
+# "pid ticks" for the postmaster and each child, one a line.
+pg_ticks() {
+    [ -n "$PG_PID" ] || return 0
+    local pid
+    for pid in "$PG_PID" $(pgrep -P "$PG_PID" || true); do
+        echo "$pid $(cpu_ticks "$pid" 2>/dev/null || echo 0)"
+    done
+}
+
+# PostgreSQL's ticks between two pg_ticks snapshots (a process missing
+# from the first counts from zero; one gone by the second is lost).
+pg_delta() {
+    awk 'NR == FNR { before[$1] = $2; next } { d += $2 - before[$1] } END { print d + 0 }' "$1" "$2"
+}
+
+# ===== servers and runs =====
+
+port_of() {
+    case "$1" in
+        spargio) echo "$PORT" ;;
+        spargio-pg) echo $((PORT + 1)) ;;
+        tokio) echo $((PORT + 2)) ;;
+    esac
+}
+
+# The mode's server pinning and workers, wrk's pinning and threads, and
+# PostgreSQL's CPUs.
+set_mode() {
+    case "$1" in
+        shared) server_pin=() workers="$WORKERS" client_pin=() threads=2 pg_cpus="0-$(($(nproc) - 1))" ;;
+        split) server_pin=(taskset -c 0) workers=1 client_pin=(taskset -c 1) threads=1 pg_cpus=1 ;;
+        *) echo "unknown mode '$1' (split or shared)" >&2; exit 2 ;;
+    esac
+}
+
+# Starts a server (pinned as the mode says) and waits for its `ready
+# <pid>` line (after its pool is open). A port can stay busy for a moment
+# after the previous server exits, so a bind failure is retried.
+start_server() {
+    local rt="$1" port
+    port="$(port_of "$rt")"
+    for _ in $(seq 1 50); do
+        # taskset execs the server: $! is the server's pid.
+        "${server_pin[@]}" "$bin" --runtime "$rt" --port "$port" --workers "$workers" --pool "$POOL" \
+            >"$tmp/server.out" 2>"$tmp/server.err" 3>&- &
+        server_pid=$!
+        for _ in $(seq 1 200); do
+            grep -q "^ready $server_pid\$" "$tmp/server.out" && return 0
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        wait "$server_pid" 2>/dev/null || true
+        server_pid=""
+        grep -q "Address already in use" "$tmp/server.err" || break
+        sleep 0.1
+    done
+    echo "$rt server did not start on port $port: $(cat "$tmp/server.err")" >&2
+    exit 1
+}
+
+# Checks that the server is alive and answers; records a failure if not.
+check_server() {
+    local rt="$1" what="$2" body
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+        fail "$rt server died during $what: $(tail -n 5 "$tmp/server.err")"
+        return 1
+    fi
+    body="$(curl -s -m 5 "http://127.0.0.1:$(port_of "$rt")/plaintext" || true)"
+    if [ "$body" != "Hello, World!" ]; then
+        fail "$rt server stopped answering after $what (curl got '$body')"
+        return 1
+    fi
+    if [ -s "$tmp/server.err" ]; then
+        fail "$rt server wrote to stderr during $what: $(tail -n 3 "$tmp/server.err")"
+    fi
+}
+
+# Latency as wrk prints it (850.00us, 1.23ms, 2.00s) -> µs.
+to_us() {
+    awk -v v="$1" 'BEGIN {
+        n = v + 0
+        if (v ~ /us$/) print n; else if (v ~ /ms$/) print n * 1000;
+        else if (v ~ /s$/) print n * 1000000; else print "nan"
+    }'
+}
+
+# Checks wrk's output for errors beyond the end-of-run resets (at most one
+# read or write error per connection). Sets client_note to the read/write
+# error counts when there were any.
+check_wrk() {
+    local label="$1" conns="$2" out="$3" connect read write timeout non2xx
+    read -r connect read write timeout < <(awk '/Socket errors:/ {
+        gsub(",", ""); print $4, $6, $8, $10 }' "$out") || true
+    non2xx="$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$out")"
+    client_note=""
+    if [ $((${read:-0} + ${write:-0})) -gt 0 ]; then
+        client_note="  (wrk socket errors: read ${read:-0}, write ${write:-0})"
+    fi
+    if [ "${connect:-0}" -gt 0 ] || [ "${timeout:-0}" -gt 0 ] || [ -n "$non2xx" ] ||
+        [ $((${read:-0} + ${write:-0})) -gt "$conns" ]; then
+        fail "$label: wrk errors: connect ${connect:-0}, read ${read:-0}," \
+            "write ${write:-0}, timeout ${timeout:-0}, non-2xx ${non2xx:-0}"
+    fi
+    if ! grep -q "requests in" "$out"; then
+        fail "$label: wrk reported no requests: $(tail -n 3 "$out")"
+    fi
+}
+
+# One wrk run against a fresh server. Sets req_s, p99 (µs), cpu and pg
+# (server and PostgreSQL CPU µs per request).
+run_once() {
+    local rt="$1" label="$2" path="$3" conns="$4" depth="$5" out="$tmp/client.out" before after
+    local args=("-t$threads" "-c$conns" "-d${DURATION}s" --latency)
+    start_server "$rt"
+    pg_ticks >"$tmp/pg.before"
+    before="$(cpu_ticks "$server_pid")"
+    if [ "$depth" -gt 1 ]; then
+        "${client_pin[@]}" wrk "${args[@]}" -s scripts/pipeline.lua \
+            "http://127.0.0.1:$(port_of "$rt")$path" -- "$depth" >"$out" 2>&1 3>&- || true
+    else
+        "${client_pin[@]}" wrk "${args[@]}" "http://127.0.0.1:$(port_of "$rt")$path" >"$out" 2>&1 3>&- || true
+    fi
+    after="$(cpu_ticks "$server_pid" 2>/dev/null || echo "$before")"
+    pg_ticks >"$tmp/pg.after"
+    check_wrk "$label $rt" "$conns" "$out"
+    check_server "$rt" "$label" || true
+    stop_server
+    requests="$(awk '/requests in/ { print $1 }' "$out")"
+    req_s="$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$out")"
+    p99="$(to_us "$(awk '$1 == "99%" { print $2 }' "$out")")"
+    cpu="$(awk -v n="${requests:-0}" -v d=$((after - before)) -v hz="$clk_tck" 'BEGIN {
+        if (n > 0) printf "%.2f", d * 1e6 / hz / n; else print "nan" }')"
+    if [ -n "$PG_PID" ]; then
+        pg="$(awk -v n="${requests:-0}" -v d="$(pg_delta "$tmp/pg.before" "$tmp/pg.after")" -v hz="$clk_tck" 'BEGIN {
+            if (n > 0) printf "%.2f", d * 1e6 / hz / n; else print "nan" }')"
+    else
+        pg=nan
+    fi
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END {
+    if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
+    else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+fmt_us() { awk -v v="$1" 'BEGIN { if (v >= 1000) printf "%.2f ms", v / 1000; else printf "%.0f µs", v }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
+# Column $1 of $2's rounds over the same column of tokio's, round by
+# round: "lowest–highest". Each runs file has four columns a round.
+ratio_range() {
+    paste -d' ' "$tmp/$2.runs" "$tmp/tokio.runs" | awk -v c="$1" '
+        { a = $c; b = $(c + 4); if (b > 0) { r = a / b;
+          if (lo == "" || r < lo) lo = r; if (hi == "" || r > hi) hi = r } }
+        END { if (lo == "") print "nan"; else printf "%.2f–%.2f", lo, hi }'
+}
+
+mode_title() {
+    case "$1" in
+        shared) echo "shared: $WORKERS workers each, wrk with 2 threads, PostgreSQL on every CPU, nothing pinned" ;;
+        split) echo "split: server on CPU 0 with 1 worker; wrk (1 thread) and PostgreSQL on CPU 1 (taskset)" ;;
+    esac
+}
+
+# Other compilers or builds running now (they share the two cores).
+# (pgrep matches one name pattern at most 15 characters long.)
+# shellcheck disable=SC2009
+busy() { ps -eo comm= | grep -cxE 'rustc|cc1|cc1plus|ld|cargo' || true; }
+
+title="TechEmpower shapes with PostgreSQL: spargio (sqlx), spargio-pg (tokio-postgres over spargio sockets), tokio (sqlx)"
+echo "# $title"
+echo "# $pg_note; DATABASE_URL=$DATABASE_URL"
+echo "# ROUNDS=$ROUNDS DURATION=${DURATION}s MODES='$MODES' POOL=$POOL CONNS=$CONNS PLAINTEXT_CONNS=$PLAINTEXT_CONNS; per run: req/s, p99, server CPU µs/req, PostgreSQL CPU µs/req"
+report="## $title (ROUNDS=$ROUNDS, DURATION=${DURATION}s, pool $POOL, wrk -c$CONNS (plaintext -c$PLAINTEXT_CONNS, pipelined ×$DEPTH); medians; ratios: of the medians, and their range over the rounds)"
+report+=$'\n\n'"$pg_note; $(nproc) CPUs, $(uname -r)."
+busy_runs=0
+total_runs=0
+for mode in $MODES; do
+    set_mode "$mode"
+    pin_pg "$pg_cpus"
+    echo
+    echo "# $(mode_title "$mode")"
+    table="| row | spargio req/s | spargio-pg req/s | tokio req/s | spargio CPU µs/req | spargio-pg CPU µs/req | tokio CPU µs/req | req/s spargio/tokio | req/s spargio-pg/tokio | CPU/req spargio/tokio | CPU/req spargio-pg/tokio | PostgreSQL CPU µs/req (spargio / spargio-pg / tokio) |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for row in "${rows[@]}"; do
+        IFS='|' read -r label path conns depth <<<"$row"
+        echo
+        echo "## $mode, $label: wrk -t$threads -c$conns -d${DURATION}s $path$([ "$depth" -gt 1 ] && echo " (pipelined ×$depth)")"
+        for rt in "${runtimes[@]}"; do : >"$tmp/$rt.runs"; done
+        for round in $(seq 1 "$ROUNDS"); do
+            for rt in "${runtimes[@]}"; do
+                b="$(busy)"
+                run_once "$rt" "$mode $label round $round" "$path" "$conns" "$depth"
+                b=$((b + $(busy)))
+                total_runs=$((total_runs + 1))
+                note="$client_note"
+                if [ "$b" -gt 0 ]; then
+                    busy_runs=$((busy_runs + 1))
+                    note+="  (another build was running)"
+                fi
+                echo "$req_s $p99 $cpu $pg" >>"$tmp/$rt.runs"
+                printf "round %d %-10s %9s req/s  p99 %9s  CPU %7s µs/req  PostgreSQL %7s µs/req%s\n" \
+                    "$round" "$rt" "$req_s" "$(fmt_us "$p99")" "$cpu" "$pg" "$note"
+            done
+        done
+        declare -A med_req med_cpu med_pg
+        for rt in "${runtimes[@]}"; do
+            med_req[$rt]="$(awk '{ print $1 }' "$tmp/$rt.runs" | median)"
+            med_cpu[$rt]="$(awk '{ print $3 }' "$tmp/$rt.runs" | median)"
+            med_pg[$rt]="$(awk '{ print $4 }' "$tmp/$rt.runs" | median)"
+            printf "median   %-10s %9.0f req/s  CPU %7.2f µs/req  PostgreSQL %7.2f µs/req\n" \
+                "$rt" "${med_req[$rt]}" "${med_cpu[$rt]}" "${med_pg[$rt]}"
+        done
+        row_md="| $label"
+        for rt in "${runtimes[@]}"; do row_md+="$(printf " | %.0f" "${med_req[$rt]}")"; done
+        for rt in "${runtimes[@]}"; do row_md+="$(printf " | %.2f" "${med_cpu[$rt]}")"; done
+        for rt in spargio spargio-pg; do
+            row_md+=" | $(ratio "${med_req[$rt]}" "${med_req[tokio]}")× ($(ratio_range 1 "$rt"))"
+        done
+        for rt in spargio spargio-pg; do
+            row_md+=" | $(ratio "${med_cpu[$rt]}" "${med_cpu[tokio]}")× ($(ratio_range 3 "$rt"))"
+        done
+        row_md+="$(printf " | %.2f / %.2f / %.2f |" "${med_pg[spargio]}" "${med_pg[spargio-pg]}" "${med_pg[tokio]}")"
+        for rt in spargio spargio-pg; do
+            echo "$rt/tokio: req/s $(ratio "${med_req[$rt]}" "${med_req[tokio]}")× ($(ratio_range 1 "$rt"))," \
+                "CPU per request $(ratio "${med_cpu[$rt]}" "${med_cpu[tokio]}")× ($(ratio_range 3 "$rt"))"
+        done
+        table+=$'\n'"$row_md"
+    done
+    report+=$'\n\n'"### $(mode_title "$mode")"$'\n\n'"$table"
+done
+if [ "$busy_runs" -gt 0 ]; then
+    report+=$'\n\n'"Another build (rustc, cc, ld or cargo) was running during $busy_runs of $total_runs runs."
+fi
+
+echo
+echo "$report"
+mkdir -p "$target"
+echo "$report" >"$target/db_bench.md"
+echo
+echo "written to $target/db_bench.md"
+
+if [ "${#failures[@]}" -gt 0 ]; then
+    echo
+    echo "${#failures[@]} failure(s):" >&2
+    printf '  %s\n' "${failures[@]}" >&2
+    exit 1
+fi
