@@ -272,8 +272,16 @@ impl<T: CompatStream> Compat<T> {
                     // Unless the last receive came back short: the socket
                     // was empty then, and most likely still is, so the
                     // inline attempt would be a wasted syscall.
+                    // Bytes an abandoned receive took come first
+                    // (`op/carry.rs`).
+                    let fd = &sealed::Sealed::core(&self.inner).fd;
+                    if let Some(carry) = fd.carry().filter(|c| !c.is_quiet()) {
+                        ready!(carry.poll_settled(cx));
+                        if let Some(n) = carry.take_into(out) {
+                            return Poll::Ready(Ok(n));
+                        }
+                    }
                     if !std::mem::take(&mut self.drained) {
-                        let fd = &sealed::Sealed::core(&self.inner).fd;
                         if let Some(res) = recv_now(fd, out) {
                             self.drained = res.as_ref().is_ok_and(|&n| n < out.len());
                             return Poll::Ready(res);
@@ -295,6 +303,7 @@ impl<T: CompatStream> Compat<T> {
                     let op = Recv {
                         fd: core.fd.clone(),
                         buf,
+                        carry: true,
                     };
                     self.read = ReadState::InFlight(Op::submit(
                         &core.handle.shared,

@@ -40,6 +40,7 @@ impl DatagramCore {
         self.submit(Recv {
             fd: self.fd.clone(),
             buf,
+            carry: false,
         })
         .await
     }

@@ -18,6 +18,15 @@
 //! retries, or for buffers too valuable to lose (pooled, registered). The
 //! [`io`](crate::io) traits are built on the `*_buf` form.
 //!
+//! **Cancel safety.** A stream receive (`recv`, `recv_owned`, `recv_buf`,
+//! the [`io`](crate::io) read, [`Compat`](crate::io::Compat)'s reads) may
+//! be dropped at any point, by a timeout or a `select!`: whatever the
+//! kernel had already received for it goes to the stream's next receive,
+//! in order. `read_exact` is not: bytes it already placed in its buffer go
+//! with the dropped future, as with tokio's. Dropping a
+//! [`RecvSegments`] stream drops the segments it had not handed out, and a
+//! dropped datagram receive may take its one datagram with it.
+//!
 //! Setup uses io_uring opcodes where the kernel has them (`SOCKET`,
 //! `CONNECT`, `ACCEPT`, `SHUTDOWN`); `bind` and `listen` are immediate
 //! syscalls through `socket2`. Host names are resolved on the blocking

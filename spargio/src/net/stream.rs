@@ -48,10 +48,19 @@ impl StreamCore {
         .await
     }
 
-    pub(crate) async fn recv_owned<B: IoBufMut>(&self, buf: B) -> BufResult<usize, B> {
+    /// Cancel safe: dropped mid-flight, what it received goes to the next
+    /// receive (`op/carry.rs`).
+    pub(crate) async fn recv_owned<B: IoBufMut>(&self, mut buf: B) -> BufResult<usize, B> {
+        if let Some(carry) = self.fd.carry().filter(|c| !c.is_quiet()) {
+            carry.settled().await;
+            if let Some(n) = carry.take_into_buf(&mut buf) {
+                return (Ok(n), buf);
+            }
+        }
         self.submit(Recv {
             fd: self.fd.clone(),
             buf,
+            carry: true,
         })
         .await
     }

@@ -22,6 +22,7 @@
 //! slab, the SQE travels by value, the waker is the task's own.
 
 pub(crate) mod accept;
+pub(crate) mod carry;
 pub(crate) mod close;
 pub(crate) mod connect;
 pub(crate) mod fsync;
@@ -122,6 +123,21 @@ pub(crate) unsafe trait OpKind: Send + 'static {
 
     /// Turns the completion into the output, handing resources back.
     fn complete(self, done: Completion) -> Self::Output;
+
+    /// The future is being dropped with the operation in flight (called
+    /// before the op table takes it; [`OpKind::reclaim`] follows exactly
+    /// once).
+    fn abandon(&mut self) {}
+
+    /// An abandoned operation's end: completes it and drops the output,
+    /// giving back what it produced (`driver/lifecycle.rs`). A receive
+    /// hands its bytes on instead (`op/carry.rs`).
+    fn reclaim(self, done: Completion)
+    where
+        Self: Sized,
+    {
+        drop(self.complete(done));
+    }
 }
 
 /// Which ring an operation goes to.
@@ -264,7 +280,7 @@ impl<K: OpKind> Future for Op<K> {
 
 impl<K: OpKind> Drop for Op<K> {
     fn drop(&mut self) {
-        let Some(kind) = self.kind.take() else {
+        let Some(mut kind) = self.kind.take() else {
             return;
         };
         let (shard, key) = match std::mem::replace(&mut self.state, State::Done) {
@@ -277,6 +293,7 @@ impl<K: OpKind> Drop for Op<K> {
             }
             State::Done => return,
         };
+        kind.abandon();
         match self.shared.shards[shard].ops.orphan(key, Abandoned(kind)) {
             // Kept until the final CQE; ask for it to come soon.
             Orphaned::Kept => self.shared.cancel_op(shard, key),
@@ -296,7 +313,7 @@ struct Abandoned<K>(K);
 
 impl<K: OpKind> Orphan for Abandoned<K> {
     fn reclaim(self: Box<Self>, outcome: Outcome) {
-        drop(self.0.complete(Completion::from_outcome(outcome)));
+        self.0.reclaim(Completion::from_outcome(outcome));
     }
 }
 

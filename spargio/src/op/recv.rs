@@ -12,6 +12,9 @@ use crate::buf::{BufResult, IoBufMut};
 pub(crate) struct Recv<B> {
     pub(crate) fd: SharedFd,
     pub(crate) buf: B,
+    /// A stream receive: abandoned, it hands what it received to the
+    /// stream's next receive (`op/carry.rs`). Datagram receives do not.
+    pub(crate) carry: bool,
 }
 
 // SAFETY: the SQE points into `buf`'s heap memory (IoBufMut's contract),
@@ -33,6 +36,28 @@ unsafe impl<B: IoBufMut> OpKind for Recv<B> {
                 (Ok(n as usize), self.buf)
             }
             Err(err) => (Err(err), self.buf),
+        }
+    }
+
+    fn abandon(&mut self) {
+        if self.carry {
+            self.fd.carry_or_make().abandon();
+        }
+    }
+
+    fn reclaim(self, done: Completion) {
+        if !self.carry {
+            return;
+        }
+        let fd = self.fd.clone();
+        let (res, buf) = self.complete(done);
+        let got = match res {
+            Ok(n) => &buf.as_init_slice()[..n],
+            Err(_) => &[],
+        };
+        // `abandon` made it.
+        if let Some(carry) = fd.carry() {
+            carry.settle(got);
         }
     }
 }

@@ -12,10 +12,11 @@
 
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use io_uring::{opcode, types};
 
+use super::carry::Carry;
 use crate::driver::{Tag, UserData};
 use crate::scheduler::context;
 
@@ -30,6 +31,8 @@ struct Inner {
     fd: RawFd,
     /// The fd's lane lease for unbound native ops (see `native/lease.rs`).
     lease: AtomicU64,
+    /// Made when a receive on the fd is first abandoned (`op/carry.rs`).
+    carry: OnceLock<Box<Carry>>,
 }
 
 impl SharedFd {
@@ -39,6 +42,7 @@ impl SharedFd {
             inner: Arc::new(Inner {
                 fd: fd.into_raw_fd(),
                 lease: AtomicU64::new(0),
+                carry: OnceLock::new(),
             }),
         }
     }
@@ -49,6 +53,16 @@ impl SharedFd {
 
     pub(crate) fn lease_word(&self) -> &AtomicU64 {
         &self.inner.lease
+    }
+
+    /// The bytes abandoned receives took, if one ever was (`op/carry.rs`).
+    pub(crate) fn carry(&self) -> Option<&Carry> {
+        self.inner.carry.get().map(|c| &**c)
+    }
+
+    /// The carry, made on first use.
+    pub(crate) fn carry_or_make(&self) -> &Carry {
+        self.inner.carry.get_or_init(Box::default)
     }
 
     /// The fd itself when this is the last reference, for an awaited close.
