@@ -290,6 +290,145 @@ impl QuicConnection {
     }
 }
 
+/// A stream pair, as the open and accept calls return it.
+pub(crate) type StreamPair = (QuicSendStream, QuicRecvStream);
+
+type Boxed<T> = std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<T>> + Send>>;
+
+/// One poll-based open or accept, across its polls (`h3.rs`): the native
+/// backend's waiter key, or the bridge's future. The owner calls
+/// [`QuicConnection::release_slot`] when it gives up.
+pub(crate) struct PollSlot<T> {
+    key: u64,
+    fut: Option<Boxed<T>>,
+}
+
+impl<T> Default for PollSlot<T> {
+    fn default() -> Self {
+        PollSlot { key: 0, fut: None }
+    }
+}
+
+impl<T> std::fmt::Debug for PollSlot<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PollSlot")
+            .field("key", &self.key)
+            .field("bridge_future", &self.fut.is_some())
+            .finish()
+    }
+}
+
+impl<T> PollSlot<T> {
+    fn poll_bridge(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        make: impl FnOnce() -> Boxed<T>,
+    ) -> std::task::Poll<io::Result<T>> {
+        let fut = self.fut.get_or_insert_with(make);
+        let out = fut.as_mut().poll(cx);
+        if out.is_ready() {
+            self.fut = None;
+        }
+        out
+    }
+}
+
+/// The poll-based opens and accepts behind the `h3` traits (`h3.rs`).
+/// Not subject to `operation_timeout`: whoever polls owns the timing.
+impl QuicConnection {
+    fn native_send(&self, c: &ConnRef, id: quinn_proto::StreamId) -> QuicSendStream {
+        self.send_stream(SendKind::Native(NativeSend::new(c.clone(), id)))
+    }
+
+    fn native_pair(&self, c: &ConnRef, id: quinn_proto::StreamId) -> StreamPair {
+        (
+            self.native_send(c, id),
+            self.recv_stream(RecvKind::Native(NativeRecv::new(c.clone(), id))),
+        )
+    }
+
+    pub(crate) fn poll_open_bi(
+        &self,
+        slot: &mut PollSlot<StreamPair>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<StreamPair>> {
+        let c = match &self.kind {
+            ConnKind::Native(c) => c,
+            ConnKind::Bridge(_) => {
+                let me = self.clone();
+                return slot.poll_bridge(cx, || Box::pin(async move { me.open_bi().await }));
+            }
+        };
+        let id = std::task::ready!(c.poll_open(Dir::Bi, &mut slot.key, cx))?;
+        bump(c, |s| &s.bi_opens);
+        self.ctx.metrics.add(|m| &m.streams_opened, 1);
+        std::task::Poll::Ready(Ok(self.native_pair(c, id)))
+    }
+
+    pub(crate) fn poll_open_uni(
+        &self,
+        slot: &mut PollSlot<QuicSendStream>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<QuicSendStream>> {
+        let c = match &self.kind {
+            ConnKind::Native(c) => c,
+            ConnKind::Bridge(_) => {
+                let me = self.clone();
+                return slot.poll_bridge(cx, || Box::pin(async move { me.open_uni().await }));
+            }
+        };
+        let id = std::task::ready!(c.poll_open(Dir::Uni, &mut slot.key, cx))?;
+        bump(c, |s| &s.uni_opens);
+        self.ctx.metrics.add(|m| &m.streams_opened, 1);
+        std::task::Poll::Ready(Ok(self.native_send(c, id)))
+    }
+
+    pub(crate) fn poll_accept_bi(
+        &self,
+        slot: &mut PollSlot<StreamPair>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<StreamPair>> {
+        let c = match &self.kind {
+            ConnKind::Native(c) => c,
+            ConnKind::Bridge(_) => {
+                let me = self.clone();
+                return slot.poll_bridge(cx, || Box::pin(async move { me.accept_bi().await }));
+            }
+        };
+        let id = std::task::ready!(c.poll_accept(Dir::Bi, &mut slot.key, cx))?;
+        self.ctx.metrics.add(|m| &m.streams_accepted, 1);
+        std::task::Poll::Ready(Ok(self.native_pair(c, id)))
+    }
+
+    pub(crate) fn poll_accept_uni(
+        &self,
+        slot: &mut PollSlot<QuicRecvStream>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<QuicRecvStream>> {
+        let c = match &self.kind {
+            ConnKind::Native(c) => c,
+            ConnKind::Bridge(_) => {
+                let me = self.clone();
+                return slot.poll_bridge(cx, || Box::pin(async move { me.accept_uni().await }));
+            }
+        };
+        let id = std::task::ready!(c.poll_accept(Dir::Uni, &mut slot.key, cx))?;
+        self.ctx.metrics.add(|m| &m.streams_accepted, 1);
+        std::task::Poll::Ready(Ok(
+            self.recv_stream(RecvKind::Native(NativeRecv::new(c.clone(), id)))
+        ))
+    }
+
+    /// Gives up a poll-based open or accept: its waiter goes (the bridge's
+    /// future is dropped with the slot).
+    pub(crate) fn release_slot<T>(&self, slot: &mut PollSlot<T>) {
+        if let ConnKind::Native(c) = &self.kind {
+            c.release_waiter(&mut slot.key);
+        }
+        slot.fut = None;
+    }
+}
+
 fn bump(
     c: &ConnRef,
     f: impl FnOnce(&crate::native::DriverCountersRef) -> &std::sync::atomic::AtomicU64,

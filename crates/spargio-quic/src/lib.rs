@@ -36,6 +36,8 @@ mod config;
 mod connection;
 mod endpoint;
 mod error;
+#[cfg(feature = "h3")]
+mod h3;
 mod io_traits;
 mod legacy;
 mod metrics;
@@ -54,6 +56,8 @@ pub use config::{
 pub use connection::{LocalQuicConnection, QuicConnection, QuicSendConnection};
 pub use endpoint::QuicEndpoint;
 pub use error::{connection_error, quic_error, stream_error_code, QuicError};
+#[cfg(feature = "h3")]
+pub use h3::{H3BidiStream, H3Connection, H3OpenStreams, H3RecvStream, H3SendStream, H3_ALPN};
 pub use legacy::{run, run_with_options, QuicBridge, QuicOptions};
 pub use metrics::{
     bridge_runtime_context_enter_count, bridge_runtime_spawn_count,

@@ -411,32 +411,49 @@ impl ConnInner {
 
     /// Opens a stream (waits for stream credit).
     pub(crate) async fn open(self: &Arc<Self>, dir: Dir) -> io::Result<StreamId> {
-        self.run(|st, _| {
-            if let Some(e) = &st.error {
-                return Step::Done(Err(from_connection_error(e.clone())));
-            }
-            match st.conn.streams().open(dir) {
-                Some(id) => Step::Done(Ok(id)),
-                None => Step::Wait(WaitKind::Open(dir)),
-            }
-        })
-        .await
+        self.run(|st, dirty| open_step(st, dirty, dir)).await
+    }
+
+    /// One attempt of [`ConnInner::open`]; a wait registers under `key`
+    /// (the caller removes it if it gives up, see `poll_step`).
+    pub(crate) fn poll_open(
+        self: &Arc<Self>,
+        dir: Dir,
+        key: &mut u64,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<StreamId>> {
+        let res = self.poll_step(key, cx, |st, dirty| open_step(st, dirty, dir));
+        if res.is_ready() {
+            *key = 0;
+        }
+        res
     }
 
     /// Accepts a peer-opened stream.
     pub(crate) async fn accept(self: &Arc<Self>, dir: Dir) -> io::Result<StreamId> {
-        self.run(|st, dirty| {
-            if let Some(id) = st.conn.streams().accept(dir) {
-                // Accepting may raise the peer's stream credit.
-                *dirty = true;
-                return Step::Done(Ok(id));
-            }
-            if let Some(e) = &st.error {
-                return Step::Done(Err(from_connection_error(e.clone())));
-            }
-            Step::Wait(WaitKind::Accept(dir))
-        })
-        .await
+        self.run(|st, dirty| accept_step(st, dirty, dir)).await
+    }
+
+    /// One attempt of [`ConnInner::accept`], as [`ConnInner::poll_open`].
+    pub(crate) fn poll_accept(
+        self: &Arc<Self>,
+        dir: Dir,
+        key: &mut u64,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<StreamId>> {
+        let res = self.poll_step(key, cx, |st, dirty| accept_step(st, dirty, dir));
+        if res.is_ready() {
+            *key = 0;
+        }
+        res
+    }
+
+    /// Removes the waiter registered under `key`, if any.
+    pub(crate) fn release_waiter(&self, key: &mut u64) {
+        if *key != 0 {
+            self.lock().waiters.remove(*key);
+            *key = 0;
+        }
     }
 
     /// Queues an unreliable datagram (dropping the oldest queued one if
@@ -587,4 +604,26 @@ pub(crate) fn wake_counted(driver: &DriverShared, wakers: &mut Vec<Waker>) {
             .waker_panics
             .fetch_add(panics as u64, Ordering::Relaxed);
     }
+}
+
+fn open_step(st: &mut ConnState, _dirty: &mut bool, dir: Dir) -> Step<StreamId> {
+    if let Some(e) = &st.error {
+        return Step::Done(Err(from_connection_error(e.clone())));
+    }
+    match st.conn.streams().open(dir) {
+        Some(id) => Step::Done(Ok(id)),
+        None => Step::Wait(WaitKind::Open(dir)),
+    }
+}
+
+fn accept_step(st: &mut ConnState, dirty: &mut bool, dir: Dir) -> Step<StreamId> {
+    if let Some(id) = st.conn.streams().accept(dir) {
+        // Accepting may raise the peer's stream credit.
+        *dirty = true;
+        return Step::Done(Ok(id));
+    }
+    if let Some(e) = &st.error {
+        return Step::Done(Err(from_connection_error(e.clone())));
+    }
+    Step::Wait(WaitKind::Accept(dir))
 }
