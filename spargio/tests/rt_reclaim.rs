@@ -408,6 +408,12 @@ fn a_runtime_dropped_on_its_own_shard_closes_its_fds_once_its_threads_end() {
             // try to wake a shard); the rings go with the threads.
             drop(h);
             let now = settle_fds(before);
+            if now != before {
+                for e in std::fs::read_dir("/proc/self/fd").unwrap() {
+                    let e = e.unwrap();
+                    eprintln!("open fd {:?} -> {:?}", e.file_name(), std::fs::read_link(e.path()));
+                }
+            }
             assert_eq!(now, before, "the shard threads' fds outlived them");
         }
     });
