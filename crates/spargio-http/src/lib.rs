@@ -48,6 +48,8 @@ pub use client::{Client, ClientBuilder};
 pub use server::{
     hyper_service, serve, BoxError, HyperService, PeerAddr, Serve, WithGracefulShutdown,
 };
+#[cfg(feature = "http3")]
+pub use server::{serve_h3, H3Body, ServeH3};
 
 /// The README's example, compiled and run as a doctest.
 #[doc = include_str!("../README.md")]

@@ -275,6 +275,17 @@ impl QuicConnection {
         }
     }
 
+    /// The shard whose ring carries this connection's packets (native
+    /// backend: its driver's shard; `None` on the bridge). Work on the
+    /// connection's streams is cheapest there: spawn per-connection tasks
+    /// pinned to it.
+    pub fn shard(&self) -> Option<usize> {
+        match &self.kind {
+            ConnKind::Native(c) => Some(c.task_shard().unwrap_or(c.driver.owner_shard)),
+            ConnKind::Bridge(_) => None,
+        }
+    }
+
     /// An `Rc`-based (`!Send`) handle for code that stays on one shard.
     pub fn to_local(&self) -> LocalQuicConnection {
         LocalQuicConnection {

@@ -37,8 +37,11 @@
 //! * Errors: a peer's reset or stop becomes `StreamTerminated` with its
 //!   code; a closed connection `ApplicationClose` with its code, an idle
 //!   timeout `Timeout`, anything else `Undefined` with the error inside.
-//!   `h3` resets a request stream it gives up with `H3_REQUEST_CANCELLED`
-//!   itself, through [`SendStream::reset`](h3::quic::SendStream::reset).
+//! * A send half dropped before it was finished or reset (a request or
+//!   response future dropped mid-body) resets its stream with
+//!   `H3_REQUEST_CANCELLED`, where a plain QUIC stream would be finished:
+//!   a truncated message must not look complete. A receive half dropped
+//!   before the end stops its stream with `H3_NO_ERROR`.
 
 use std::io;
 use std::sync::Arc;
@@ -219,11 +222,30 @@ impl<B: Buf> quic::OpenStreams<B> for H3OpenStreams {
     }
 }
 
+/// `H3_NO_ERROR` and `H3_REQUEST_CANCELLED` (RFC 9114, 8.1).
+const H3_NO_ERROR: u64 = 0x100;
+const H3_REQUEST_CANCELLED: u64 = 0x10c;
+
 /// The sending half of an HTTP/3 stream (`h3::quic::SendStream`).
+///
+/// Dropped before it was finished or reset (a request or response whose
+/// future was dropped mid-body), it resets the stream with
+/// `H3_REQUEST_CANCELLED`: the peer sees a cancelled message, never a
+/// truncated one that looks complete.
 pub struct H3SendStream<B: Buf> {
     stream: QuicSendStream,
     /// What `send_data` handed over, written by `poll_ready`.
     writing: Option<WriteBuf<B>>,
+    /// Finished or reset: dropping it sends nothing.
+    ended: bool,
+}
+
+impl<B: Buf> Drop for H3SendStream<B> {
+    fn drop(&mut self) {
+        if !self.ended {
+            let _ = self.stream.reset(H3_REQUEST_CANCELLED);
+        }
+    }
 }
 
 impl<B: Buf> std::fmt::Debug for H3SendStream<B> {
@@ -240,6 +262,7 @@ impl<B: Buf> H3SendStream<B> {
         H3SendStream {
             stream,
             writing: None,
+            ended: false,
         }
     }
 }
@@ -273,11 +296,14 @@ impl<B: Buf> quic::SendStream<B> for H3SendStream<B> {
 
     fn poll_finish(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), StreamErrorIncoming>> {
         ready!(quic::SendStream::<B>::poll_ready(self, cx))?;
-        Poll::Ready(self.stream.close_finish().map_err(stream_error))
+        let res = self.stream.close_finish().map_err(stream_error);
+        self.ended = true;
+        Poll::Ready(res)
     }
 
     fn reset(&mut self, reset_code: u64) {
         self.writing = None;
+        self.ended = true;
         // Codes from `h3` are its own (below 2^62); a closed stream has
         // nothing left to reset.
         let _ = self.stream.reset(reset_code.min((1 << 62) - 1));
@@ -289,14 +315,31 @@ impl<B: Buf> quic::SendStream<B> for H3SendStream<B> {
 }
 
 /// The receiving half of an HTTP/3 stream (`h3::quic::RecvStream`).
+///
+/// Dropped before the end, it stops the stream with `H3_NO_ERROR` (a
+/// server that answered without reading the whole request body, RFC 9114
+/// 4.1.2).
 #[derive(Debug)]
 pub struct H3RecvStream {
     stream: QuicRecvStream,
+    /// The end (or an error) was read, or the stream was stopped.
+    ended: bool,
 }
 
 impl H3RecvStream {
     fn new(stream: QuicRecvStream) -> Self {
-        H3RecvStream { stream }
+        H3RecvStream {
+            stream,
+            ended: false,
+        }
+    }
+}
+
+impl Drop for H3RecvStream {
+    fn drop(&mut self) {
+        if !self.ended {
+            let _ = self.stream.stop(H3_NO_ERROR);
+        }
     }
 }
 
@@ -307,12 +350,15 @@ impl quic::RecvStream for H3RecvStream {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<Bytes>, StreamErrorIncoming>> {
-        self.stream
-            .poll_read_chunk(cx, usize::MAX)
-            .map_err(stream_error)
+        let res = ready!(self.stream.poll_read_chunk(cx, usize::MAX));
+        if !matches!(res, Ok(Some(_))) {
+            self.ended = true;
+        }
+        Poll::Ready(res.map_err(stream_error))
     }
 
     fn stop_sending(&mut self, error_code: u64) {
+        self.ended = true;
         let _ = self.stream.stop(error_code.min((1 << 62) - 1));
     }
 

@@ -61,6 +61,8 @@
 
 mod conn;
 mod deadline;
+#[cfg(feature = "http3")]
+mod h3;
 mod hub;
 mod idle;
 mod service;
@@ -81,6 +83,8 @@ use spargio::net::TcpListener;
 use spargio::TaskPlacement;
 use spargio_tls::{HandshakeOptions, TlsAcceptor};
 
+#[cfg(feature = "http3")]
+pub use self::h3::{serve_h3, H3Body, H3Service, H3WithGracefulShutdown, ServeH3};
 pub use service::{hyper_service, HttpBody, HttpService, HyperService, PeerAddr};
 
 use crate::rt::{Executor, Serves, Timer};

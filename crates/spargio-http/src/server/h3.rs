@@ -1,0 +1,578 @@
+//! HTTP/3: [`serve_h3`] serves the same tower service (an axum `Router`)
+//! on a [`QuicEndpoint`] (feature `http3`).
+//!
+//! * **Connections.** The accept loop takes connections from the
+//!   endpoint, which spreads them over the shards by connection id; each
+//!   connection is a task pinned to its connection's shard
+//!   ([`QuicConnection::shard`]), where its packets are received and
+//!   sent, and runs `h3`'s server over [`H3Connection`].
+//! * **Requests.** Each request is a task pinned to the same shard: the
+//!   request body is an [`H3Body`] (`http_body::Body` of `Bytes`, trailers
+//!   included), the response body is streamed frame by frame, trailers
+//!   sent as a trailing HEADERS frame. A response future or body dropped
+//!   (the handler panicked, the server aborted) resets the stream with
+//!   `H3_REQUEST_CANCELLED`; a request the client cancels ends the
+//!   handler's future the next time the body or the response is written.
+//! * **Limits.** At most `max_connections` (10,000) connections at once:
+//!   at the bound the accept loop waits (new handshakes queue in the
+//!   endpoint, bounded by its own accept queue). Header sections larger
+//!   than `max_header_bytes` (64 KiB, advertised as
+//!   `SETTINGS_MAX_FIELD_SECTION_SIZE`) are refused by `h3`. Concurrent
+//!   requests per connection are bounded by the QUIC transport's
+//!   `max_concurrent_bidi_streams` (the server config's, 100 by default).
+//! * **Peer address.** [`PeerAddr`] is in every request's extensions, and
+//!   with [`ServeH3::with_connect_info`] axum's `ConnectInfo` too, as
+//!   [`serve`](crate::serve) does.
+//! * **Graceful shutdown.** [`ServeH3::with_graceful_shutdown`]: when the
+//!   signal completes, the accept loop stops, every connection sends
+//!   `GOAWAY` and finishes the requests it accepted, then closes with
+//!   `H3_NO_ERROR`; the server's future returns when all are closed, or
+//!   after `grace_period` (30 s), when the rest are closed at once.
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use http::{HeaderMap, Request, Response};
+use http_body::{Body, Frame};
+use spargio::sync::CancellationToken;
+use spargio_quic::{H3Connection, H3RecvStream, H3SendStream, QuicConnection, QuicEndpoint};
+
+use super::service::{HttpBody, PeerAddr};
+use super::BoxError;
+
+/// `H3_NO_ERROR` (RFC 9114, 8.1): the code of a graceful close.
+const H3_NO_ERROR: u64 = 0x100;
+
+/// Serves `service` over HTTP/3 on `endpoint` (module docs); await the
+/// result (or configure it first). The endpoint's server config must
+/// offer ALPN `h3` ([`spargio_quic::H3_ALPN`]).
+///
+/// ```no_run
+/// use axum::{routing::get, Router};
+///
+/// # fn demo(endpoint: spargio_quic::QuicEndpoint) {
+/// spargio::block_on(spargio::run(|_| async move {
+///     let app = Router::new().route("/", get(|| async { "hello over HTTP/3\n" }));
+///     spargio_http::serve_h3(endpoint, app).await
+/// }));
+/// # }
+/// ```
+pub fn serve_h3<S>(endpoint: QuicEndpoint, service: S) -> ServeH3<S> {
+    ServeH3 {
+        endpoint,
+        service,
+        config: Config::default(),
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    max_connections: usize,
+    max_header_bytes: usize,
+    connect_info: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            max_connections: 10_000,
+            max_header_bytes: 64 * 1024,
+            connect_info: false,
+        }
+    }
+}
+
+/// An HTTP/3 server being configured; `.await` it to run (module docs).
+#[must_use = "a server does nothing until awaited"]
+pub struct ServeH3<S> {
+    endpoint: QuicEndpoint,
+    service: S,
+    config: Config,
+}
+
+impl<S> fmt::Debug for ServeH3<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServeH3")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> ServeH3<S> {
+    /// At most `n` connections at once (default 10,000; at least 1).
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.config.max_connections = n.max(1);
+        self
+    }
+
+    /// The largest header section accepted (default 64 KiB).
+    pub fn max_header_bytes(mut self, n: usize) -> Self {
+        self.config.max_header_bytes = n;
+        self
+    }
+
+    /// Also inserts `axum::extract::ConnectInfo<SocketAddr>` (feature
+    /// `axum`; [`PeerAddr`] is always there).
+    pub fn with_connect_info(mut self) -> Self {
+        self.config.connect_info = true;
+        self
+    }
+
+    /// Stops accepting when `signal` completes, and drains (module docs).
+    pub fn with_graceful_shutdown<F>(self, signal: F) -> H3WithGracefulShutdown<S, F>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        H3WithGracefulShutdown {
+            serve: self,
+            signal,
+            grace_period: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A server with a shutdown signal; `.await` it to run.
+#[must_use = "a server does nothing until awaited"]
+pub struct H3WithGracefulShutdown<S, F> {
+    serve: ServeH3<S>,
+    signal: F,
+    grace_period: Duration,
+}
+
+impl<S, F> fmt::Debug for H3WithGracefulShutdown<S, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("H3WithGracefulShutdown")
+            .field("serve", &self.serve)
+            .field("grace_period", &self.grace_period)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, F> H3WithGracefulShutdown<S, F> {
+    /// How long connections may take to finish after the signal (default
+    /// 30 s); then they are closed at once.
+    pub fn grace_period(mut self, grace_period: Duration) -> Self {
+        self.grace_period = grace_period;
+        self
+    }
+}
+
+/// The bound a service must meet to be served over HTTP/3 (an axum
+/// `Router` does).
+pub trait H3Service<B>:
+    tower_service::Service<
+        Request<H3Body>,
+        Response = Response<B>,
+        Future: Send + 'static,
+        Error: Into<BoxError>,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B> H3Service<B> for S
+where
+    S: tower_service::Service<Request<H3Body>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+{
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+
+impl<S, B> IntoFuture for ServeH3<S>
+where
+    // The `Response` equality names `B` for the impl.
+    S: H3Service<B> + tower_service::Service<Request<H3Body>, Response = Response<B>>,
+    B: HttpBody,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = BoxFuture;
+
+    fn into_future(self) -> BoxFuture {
+        Box::pin(run(self, None, Duration::ZERO))
+    }
+}
+
+impl<S, B, F> IntoFuture for H3WithGracefulShutdown<S, F>
+where
+    // The `Response` equality names `B` for the impl.
+    S: H3Service<B> + tower_service::Service<Request<H3Body>, Response = Response<B>>,
+    B: HttpBody,
+    F: Future<Output = ()> + Send + 'static,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = BoxFuture;
+
+    fn into_future(self) -> BoxFuture {
+        let signal: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(self.signal);
+        Box::pin(run(self.serve, Some(signal), self.grace_period))
+    }
+}
+
+/// The live connections: the count for `max_connections`, and the one
+/// waiter (the accept loop at the bound, or the drain).
+#[derive(Default)]
+struct Conns {
+    active: AtomicUsize,
+    waiter: Mutex<Option<Waker>>,
+}
+
+impl Conns {
+    fn wake(&self) {
+        let w = self.waiter.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
+    /// Ready once fewer than `n` connections are live.
+    async fn below(&self, n: usize) {
+        std::future::poll_fn(|cx| {
+            if self.active.load(Ordering::Acquire) < n {
+                return Poll::Ready(());
+            }
+            *self.waiter.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+            if self.active.load(Ordering::Acquire) < n {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+/// Uncounts a connection when its task ends (or is dropped).
+struct ConnGuard(Arc<Conns>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+        self.0.wake();
+    }
+}
+
+async fn run<S, B>(
+    serve: ServeH3<S>,
+    signal: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    grace: Duration,
+) -> io::Result<()>
+where
+    S: H3Service<B>,
+    B: HttpBody,
+{
+    let ServeH3 {
+        endpoint,
+        service,
+        config,
+    } = serve;
+    let handle = spargio::ShardCtx::current()
+        .map(|c| c.handle())
+        .ok_or_else(|| io::Error::other("spargio_http::serve_h3 runs on a spargio shard"))?;
+    let drain = CancellationToken::new();
+    let abort = CancellationToken::new();
+    let conns = Arc::new(Conns::default());
+    let mut signal = signal;
+    loop {
+        let accepted = {
+            let accept = async {
+                conns.below(config.max_connections).await;
+                Some(endpoint.accept().await)
+            };
+            match signal.as_mut() {
+                Some(sig) => {
+                    race(accept, async {
+                        sig.await;
+                        None
+                    })
+                    .await
+                }
+                None => accept.await,
+            }
+        };
+        let conn = match accepted {
+            None => break,
+            Some(Ok(conn)) => conn,
+            // A handshake that failed ends that connection, not the server;
+            // the endpoint closed (no more connections) ends it.
+            Some(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            Some(Err(_)) => continue,
+        };
+        conns.active.fetch_add(1, Ordering::AcqRel);
+        let guard = ConnGuard(conns.clone());
+        let task = serve_connection(
+            conn.clone(),
+            service.clone(),
+            config,
+            drain.clone(),
+            abort.clone(),
+            guard,
+        );
+        let spawned = match conn.shard() {
+            Some(shard) => handle.spawn_pinned(shard, task).map(drop),
+            None => handle.spawn_stealable(task).map(drop),
+        };
+        if spawned.is_err() {
+            // The runtime is shutting down.
+            return Ok(());
+        }
+    }
+    // Drain: every connection sends GOAWAY and finishes what it accepted.
+    drain.cancel();
+    let all_closed = conns.below(1);
+    if spargio::time::timeout(grace, all_closed).await.is_err() {
+        abort.cancel();
+        conns.below(1).await;
+    }
+    Ok(())
+}
+
+/// Polls both; the first to finish wins (the other is dropped).
+async fn race<T>(a: impl Future<Output = T>, b: impl Future<Output = T>) -> T {
+    let mut a = std::pin::pin!(a);
+    let mut b = std::pin::pin!(b);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = a.as_mut().poll(cx) {
+            return Poll::Ready(v);
+        }
+        b.as_mut().poll(cx)
+    })
+    .await
+}
+
+async fn serve_connection<S, B>(
+    conn: QuicConnection,
+    service: S,
+    config: Config,
+    drain: CancellationToken,
+    abort: CancellationToken,
+    _guard: ConnGuard,
+) where
+    S: H3Service<B>,
+    B: HttpBody,
+{
+    let peer = conn.remote_address();
+    let built = h3::server::builder()
+        .max_field_section_size(config.max_header_bytes as u64)
+        .build::<_, Bytes>(H3Connection::new(conn.clone()))
+        .await;
+    let Ok(mut h3conn) = built else {
+        return;
+    };
+    let Some(ctx) = spargio::ShardCtx::current() else {
+        return;
+    };
+    let requests = spargio::sync::TaskGroup::new(ctx.handle());
+    let mut draining = false;
+    loop {
+        enum Next<R> {
+            Request(R),
+            Drain,
+            Abort,
+        }
+        let next = race(async { Next::Request(h3conn.accept().await) }, async {
+            if draining {
+                abort.cancelled().await;
+                Next::Abort
+            } else {
+                race(
+                    async {
+                        drain.cancelled().await;
+                        Next::Drain
+                    },
+                    async {
+                        abort.cancelled().await;
+                        Next::Abort
+                    },
+                )
+                .await
+            }
+        })
+        .await;
+        match next {
+            Next::Drain => {
+                draining = true;
+                // GOAWAY: requests already sent are served, later ones
+                // are refused with H3_REQUEST_REJECTED by the client side.
+                if h3conn.shutdown(0).await.is_err() {
+                    break;
+                }
+            }
+            Next::Abort => {
+                requests.cancel();
+                break;
+            }
+            Next::Request(Ok(Some(resolver))) => {
+                let mut service = service.clone();
+                let placement = spargio::TaskPlacement::Pinned(ctx.shard_id());
+                let connect_info = config.connect_info;
+                let _ = requests.spawn_with_placement(placement, async move {
+                    let Ok((req, stream)) = resolver.resolve_request().await else {
+                        return;
+                    };
+                    let (send, recv) = stream.split();
+                    let mut req = req.map(|()| H3Body::new(recv));
+                    req.extensions_mut().insert(PeerAddr(peer));
+                    #[cfg(feature = "axum")]
+                    if connect_info {
+                        req.extensions_mut()
+                            .insert(axum::extract::ConnectInfo(peer));
+                    }
+                    #[cfg(not(feature = "axum"))]
+                    let _ = connect_info;
+                    if std::future::poll_fn(|cx| service.poll_ready(cx))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    let Ok(resp) = service.call(req).await else {
+                        // The service failed: the send half's drop resets
+                        // the stream (H3_REQUEST_CANCELLED).
+                        return;
+                    };
+                    respond(send, resp).await;
+                });
+            }
+            // The peer closed, or (after GOAWAY) every request is in.
+            Next::Request(Ok(None)) | Next::Request(Err(_)) => break,
+        }
+    }
+    let _ = race(
+        async {
+            requests.wait().await;
+        },
+        abort.cancelled(),
+    )
+    .await;
+    conn.close(H3_NO_ERROR, b"");
+}
+
+type SendHalf = h3::server::RequestStream<H3SendStream<Bytes>, Bytes>;
+
+/// Sends `resp`: the head, every data frame, trailers, then the end.
+async fn respond<B>(mut send: SendHalf, resp: Response<B>)
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    let (parts, body) = resp.into_parts();
+    if send
+        .send_response(Response::from_parts(parts, ()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let mut body = std::pin::pin!(body);
+    loop {
+        let frame = match std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+            None => break,
+            Some(Ok(frame)) => frame,
+            // The body failed mid-way: dropping `send` resets the stream.
+            Some(Err(_)) => return,
+        };
+        match frame.into_data() {
+            Ok(mut data) => {
+                let bytes = data.copy_to_bytes(data.remaining());
+                if !bytes.is_empty() && send.send_data(bytes).await.is_err() {
+                    return;
+                }
+            }
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    // Trailers end the message.
+                    if send.send_trailers(trailers).await.is_ok() {
+                        let _ = send.finish().await;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+    let _ = send.finish().await;
+}
+
+/// A request body received over HTTP/3: its DATA frames, then its
+/// trailers, as an `http_body::Body`.
+pub struct H3Body {
+    recv: h3::server::RequestStream<H3RecvStream, Bytes>,
+    state: BodyState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BodyState {
+    Data,
+    Trailers,
+    Done,
+}
+
+impl fmt::Debug for H3Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("H3Body")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl H3Body {
+    fn new(recv: h3::server::RequestStream<H3RecvStream, Bytes>) -> H3Body {
+        H3Body {
+            recv,
+            state: BodyState::Data,
+        }
+    }
+}
+
+impl Body for H3Body {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        loop {
+            match self.state {
+                BodyState::Data => match std::task::ready!(self.recv.poll_recv_data(cx)) {
+                    Ok(Some(mut buf)) => {
+                        let bytes = buf.copy_to_bytes(buf.remaining());
+                        if bytes.is_empty() {
+                            continue;
+                        }
+                        return Poll::Ready(Some(Ok(Frame::data(bytes))));
+                    }
+                    Ok(None) => self.state = BodyState::Trailers,
+                    Err(e) => {
+                        self.state = BodyState::Done;
+                        return Poll::Ready(Some(Err(e.into())));
+                    }
+                },
+                BodyState::Trailers => {
+                    let trailers: Result<Option<HeaderMap>, _> =
+                        std::task::ready!(self.recv.poll_recv_trailers(cx));
+                    self.state = BodyState::Done;
+                    return Poll::Ready(match trailers {
+                        Ok(Some(t)) => Some(Ok(Frame::trailers(t))),
+                        Ok(None) => None,
+                        Err(e) => Some(Err(e.into())),
+                    });
+                }
+                BodyState::Done => return Poll::Ready(None),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.state == BodyState::Done
+    }
+}
