@@ -411,7 +411,11 @@ fn a_runtime_dropped_on_its_own_shard_closes_its_fds_once_its_threads_end() {
             if now != before {
                 for e in std::fs::read_dir("/proc/self/fd").unwrap() {
                     let e = e.unwrap();
-                    eprintln!("open fd {:?} -> {:?}", e.file_name(), std::fs::read_link(e.path()));
+                    eprintln!(
+                        "open fd {:?} -> {:?}",
+                        e.file_name(),
+                        std::fs::read_link(e.path())
+                    );
                 }
             }
             assert_eq!(now, before, "the shard threads' fds outlived them");
