@@ -22,7 +22,15 @@ use spargio::RuntimeHandle;
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+    let guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    // Process-wide fds some runtime makes once and keeps: with the shards'
+    // tokio runtimes on in a workspace build (which turns on tokio's
+    // `signal` feature), the first tokio runtime with I/O opens tokio's
+    // signal socket pair for the life of the process. Made here, before
+    // any test takes its fd baseline.
+    static WARM: std::sync::Once = std::sync::Once::new();
+    WARM.call_once(|| drop(common::runtime(2)));
+    guard
 }
 
 fn open_fds() -> usize {
