@@ -15,6 +15,8 @@
 //! bound).
 
 mod connector;
+#[cfg(feature = "http3")]
+mod h3;
 
 use std::fmt;
 use std::future::Future;
@@ -31,6 +33,8 @@ use spargio::RuntimeHandle;
 use spargio_tls::TlsConnector;
 
 pub use connector::{Connection, Connector};
+#[cfg(feature = "http3")]
+pub use h3::{H3Client, H3ResponseBody};
 
 use crate::rt::{Executor, Timer};
 use crate::BoxError;
@@ -87,6 +91,8 @@ impl Client {
             pool_idle_timeout: Some(Duration::from_secs(90)),
             pool_max_idle_per_host: usize::MAX,
             http2_prior_knowledge: false,
+            #[cfg(feature = "http3")]
+            h3_config: None,
         }
     }
 }
@@ -101,6 +107,8 @@ pub struct ClientBuilder {
     pool_idle_timeout: Option<Duration>,
     pool_max_idle_per_host: usize,
     http2_prior_knowledge: bool,
+    #[cfg(feature = "http3")]
+    h3_config: Option<spargio_quic::quinn::ClientConfig>,
 }
 
 impl ClientBuilder {
@@ -141,6 +149,22 @@ impl ClientBuilder {
     pub fn http2_prior_knowledge(mut self) -> Self {
         self.http2_prior_knowledge = true;
         self
+    }
+
+    /// The QUIC and TLS settings of HTTP/3 connections (see
+    /// [`http3_prior_knowledge`](Self::http3_prior_knowledge)); default:
+    /// webpki roots, ALPN `h3` (a config given here must offer `h3`).
+    #[cfg(feature = "http3")]
+    pub fn http3_client_config(mut self, config: spargio_quic::quinn::ClientConfig) -> Self {
+        self.h3_config = Some(config);
+        self
+    }
+
+    /// Speaks HTTP/3 to every `https://` origin (feature `http3`): the
+    /// builder's connect and request timeouts carry over; see [`H3Client`].
+    #[cfg(feature = "http3")]
+    pub fn http3_prior_knowledge(self) -> H3ClientBuilder {
+        H3ClientBuilder(self)
     }
 
     /// The client, for request bodies of type `B`.
@@ -275,8 +299,33 @@ impl Future for ResponseFuture {
     }
 }
 
-/// Reads a response body to its end.
-pub async fn body_bytes(response: Response<Incoming>) -> Result<Bytes, Error> {
+/// Configures an [`H3Client`] ([`ClientBuilder::http3_prior_knowledge`]).
+#[cfg(feature = "http3")]
+#[derive(Clone, Debug)]
+pub struct H3ClientBuilder(ClientBuilder);
+
+#[cfg(feature = "http3")]
+impl H3ClientBuilder {
+    /// The client. Fails if the UDP sockets of its QUIC endpoint cannot be
+    /// made.
+    pub fn build(self) -> std::io::Result<H3Client> {
+        let b = self.0;
+        H3Client::new(h3::H3Settings {
+            handle: b.handle,
+            config: b.h3_config,
+            connect_timeout: b.connect_timeout,
+            request_timeout: b.request_timeout,
+        })
+    }
+}
+
+/// Reads a response body to its end (HTTP/1.1 and HTTP/2's `Incoming`,
+/// HTTP/3's [`H3ResponseBody`], any `http_body::Body`).
+pub async fn body_bytes<B>(response: Response<B>) -> Result<Bytes, Error>
+where
+    B: http_body::Body,
+    B::Error: Into<BoxError>,
+{
     Ok(response
         .into_body()
         .collect()
