@@ -20,6 +20,7 @@ use common::{app, pattern, AppState, HANG};
 /// The app over HTTP/3 on a 2-shard runtime of its own.
 struct H3Server {
     addr: SocketAddr,
+    state: AppState,
     stop: CancellationToken,
     done: mpsc::Receiver<std::io::Result<()>>,
     _rt: Runtime,
@@ -37,6 +38,8 @@ impl H3Server {
                 .unwrap();
         let stop = CancellationToken::new();
         let stop2 = stop.clone();
+        let state = AppState::default();
+        let app_state = state.clone();
         let (addr_tx, addr_rx) = mpsc::channel();
         let (done_tx, done) = mpsc::channel();
         rt.handle()
@@ -46,8 +49,7 @@ impl H3Server {
                     .expect("endpoint");
                 addr_tx.send(ep.local_addr().unwrap()).unwrap();
                 // 16 MiB uploads: above axum's 2 MiB default body limit.
-                let app =
-                    app(AppState::default()).layer(axum::extract::DefaultBodyLimit::max(32 << 20));
+                let app = app(app_state).layer(axum::extract::DefaultBodyLimit::max(32 << 20));
                 let served = spargio_http::serve_h3(ep, app)
                     .with_connect_info()
                     .with_graceful_shutdown(async move { stop2.cancelled().await })
@@ -59,6 +61,7 @@ impl H3Server {
         let addr = addr_rx.recv_timeout(HANG).expect("server did not start");
         H3Server {
             addr,
+            state,
             stop,
             done,
             _rt: rt,
@@ -219,15 +222,28 @@ fn graceful_shutdown_sends_goaway_and_finishes_requests_in_flight() {
     let ca = common::temp_file("h3-ca-goaway.pem", cert.as_bytes());
     for backend in backends() {
         let server = H3Server::start(backend, &cert, &key);
-        let url = format!("https://127.0.0.1:{}/slow/800", server.addr.port());
+        let url = format!("https://127.0.0.1:{}/slow/1500", server.addr.port());
         let client = {
             let ca = ca.clone();
             std::thread::spawn(move || {
                 aioquic(&url, &ca, &["--requests", "4", "--concurrency", "4"])
             })
         };
-        // The requests are in (they sleep 800 ms in the handler).
-        std::thread::sleep(Duration::from_millis(300));
+        // The requests are in (they sleep 1.5 s in the handler). Bounded,
+        // never a timing assertion: the client may take long to start.
+        let start = std::time::Instant::now();
+        while server
+            .state
+            .in_slow
+            .load(std::sync::atomic::Ordering::SeqCst)
+            < 4
+        {
+            assert!(
+                start.elapsed() < HANG,
+                "{backend:?}: the requests never arrived"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let stopping = std::thread::spawn(move || server.stop());
         let lines = client.join().unwrap();
         stopping.join().unwrap();

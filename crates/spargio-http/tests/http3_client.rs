@@ -39,7 +39,8 @@ where
             let builder = RuntimeBuilder::new().shards(2).backend(backend);
             spargio::block_on(spargio::run_with(builder, move |handle| async move {
                 let config =
-                    spargio_quic::client_config_with_root_ca_pem(ca.as_bytes(), &[H3_ALPN]).unwrap();
+                    spargio_quic::client_config_with_root_ca_pem(ca.as_bytes(), &[H3_ALPN])
+                        .unwrap();
                 let client = spargio_http::Client::builder(&handle)
                     .http3_client_config(config)
                     .http3_prior_knowledge()
@@ -129,7 +130,10 @@ fn our_client_against_aioquic_server() {
             // POST bodies of 0 B, 1 MiB and 16 MiB: the server's sha256.
             for n in [0usize, 1 << 20, 16 << 20] {
                 let up = Bytes::from(py_pattern(n));
-                let resp = client.post(format!("{base}/sha256"), up.clone()).await.unwrap();
+                let resp = client
+                    .post(format!("{base}/sha256"), up.clone())
+                    .await
+                    .unwrap();
                 assert_eq!(resp.status(), 200);
                 let sum = body_bytes(resp).await.unwrap();
                 assert_eq!(sum, sha256_hex(&up), "POST {n}");
@@ -137,7 +141,9 @@ fn our_client_against_aioquic_server() {
 
             // Trailers arrive as the body's last frame.
             let resp = client.get(format!("{base}/trailers")).await.unwrap();
-            let collected = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap();
+            let collected = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .unwrap();
             let trailers = collected.trailers().cloned().expect("trailers");
             assert_eq!(trailers["x-trailer"], "yes");
             assert_eq!(collected.to_bytes(), "with trailers");
@@ -226,10 +232,7 @@ fn quinn_h3_server(cert: &str, key: &str) -> (SocketAddr, tokio::runtime::Runtim
                             Some(n) => common::pattern(n.parse().unwrap()),
                             None => body,
                         };
-                        stream
-                            .send_response(http::Response::new(()))
-                            .await
-                            .unwrap();
+                        stream.send_response(http::Response::new(())).await.unwrap();
                         stream.send_data(Bytes::from(out)).await.unwrap();
                         stream.finish().await.unwrap();
                     });
@@ -252,7 +255,10 @@ fn our_client_against_h3_quinn_server_on_tokio() {
             assert_eq!(resp.status(), 200);
             assert!(body_bytes(resp).await.unwrap() == common::pattern(300_000));
             let up = Bytes::from(common::pattern(3 << 20));
-            let resp = client.post(format!("{base}/echo"), up.clone()).await.unwrap();
+            let resp = client
+                .post(format!("{base}/echo"), up.clone())
+                .await
+                .unwrap();
             assert!(body_bytes(resp).await.unwrap() == up, "the echo differs");
         }
     });

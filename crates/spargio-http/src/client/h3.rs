@@ -105,9 +105,9 @@ pub(super) struct H3Settings {
 
 impl H3Client {
     pub(super) fn new(s: H3Settings) -> io::Result<H3Client> {
-        let config = s
-            .config
-            .unwrap_or_else(|| spargio_quic::client_config_with_webpki_roots(&[spargio_quic::H3_ALPN]));
+        let config = s.config.unwrap_or_else(|| {
+            spargio_quic::client_config_with_webpki_roots(&[spargio_quic::H3_ALPN])
+        });
         let v4 = QuicEndpoint::client(&s.handle, (std::net::Ipv4Addr::UNSPECIFIED, 0).into())?;
         v4.set_default_client_config(config.clone());
         Ok(H3Client {
@@ -138,7 +138,11 @@ impl H3Client {
     }
 
     /// `POST uri` with `body`.
-    pub async fn post<U>(&self, uri: U, body: impl Into<Bytes>) -> Result<Response<H3ResponseBody>, Error>
+    pub async fn post<U>(
+        &self,
+        uri: U,
+        body: impl Into<Bytes>,
+    ) -> Result<Response<H3ResponseBody>, Error>
     where
         U: TryInto<Uri>,
         U::Error: Into<http::Error>,
@@ -162,7 +166,10 @@ impl H3Client {
         let (parts, body) = request.into_parts();
         let head = Request::from_parts(parts, ());
         if head.uri().authority().is_none() {
-            return Err(Error::new(Kind::Invalid, "an HTTP/3 request needs an absolute URI"));
+            return Err(Error::new(
+                Kind::Invalid,
+                "an HTTP/3 request needs an absolute URI",
+            ));
         }
         // Safe to send again when the server closed gracefully before it
         // answered (it drops requests past its GOAWAY unprocessed): an
@@ -170,7 +177,12 @@ impl H3Client {
         let again = body.is_end_stream()
             && matches!(
                 *head.method(),
-                Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+                Method::GET
+                    | Method::HEAD
+                    | Method::OPTIONS
+                    | Method::TRACE
+                    | Method::PUT
+                    | Method::DELETE
             );
         let mut body = Some(body);
         let mut attempt = 0;
@@ -216,7 +228,9 @@ impl H3Client {
         let head = match self.inner.request_timeout {
             None => stream.recv_response().await,
             Some(limit) => {
-                match crate::timeout::timeout(&self.inner.handle, limit, stream.recv_response()).await {
+                match crate::timeout::timeout(&self.inner.handle, limit, stream.recv_response())
+                    .await
+                {
                     Some(res) => res,
                     None => return Err(Error::timeout().into()),
                 }
@@ -308,7 +322,14 @@ impl H3Client {
     async fn connect(
         &self,
         origin: &Origin,
-    ) -> Result<(SendRequest, QuicConnection, Arc<std::sync::atomic::AtomicBool>), Error> {
+    ) -> Result<
+        (
+            SendRequest,
+            QuicConnection,
+            Arc<std::sync::atomic::AtomicBool>,
+        ),
+        Error,
+    > {
         let inner = &self.inner;
         let connect = async {
             let target = (origin.host.clone(), origin.port);
@@ -318,10 +339,9 @@ impl H3Client {
                 .map_err(io::Error::other)?
                 .await
                 .map_err(io::Error::other)??;
-            let addr = addrs
-                .first()
-                .copied()
-                .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host has no address"))?;
+            let addr = addrs.first().copied().ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, "the host has no address")
+            })?;
             let endpoint = if addr.is_ipv4() {
                 &inner.v4
             } else {
@@ -360,7 +380,9 @@ impl H3Client {
             None => connect.await,
             Some(limit) => crate::timeout::timeout(&inner.handle, limit, connect)
                 .await
-                .unwrap_or_else(|| Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))),
+                .unwrap_or_else(|| {
+                    Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))
+                }),
         };
         made.map_err(|e| {
             let kind = if e.kind() == io::ErrorKind::TimedOut {
@@ -414,7 +436,12 @@ impl Drop for ResetSlot<'_> {
             return;
         }
         let waiters = {
-            let mut pool = self.client.inner.pool.lock().unwrap_or_else(|e| e.into_inner());
+            let mut pool = self
+                .client
+                .inner
+                .pool
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             match pool.remove(self.origin) {
                 Some(Slot::Connecting(w)) => w,
                 Some(other) => {
