@@ -347,3 +347,32 @@ fn rustls_pemfile_certs(pem: &str) -> Vec<rustls::pki_types::CertificateDer<'sta
         .map(|c| c.unwrap())
         .collect()
 }
+
+/// The TCP server advertises HTTP/3 with `AltSvcLayer`; a handler's own
+/// `Alt-Svc` is kept.
+#[test]
+fn alt_svc_layer_advertises_h3_on_the_tcp_server() {
+    use axum::routing::get;
+    use spargio_http::layer::AltSvcLayer;
+    let app = axum::Router::new()
+        .route("/", get(|| async { "hi" }))
+        .route(
+            "/own",
+            get(|| async { ([(http::header::ALT_SVC, "clear")], "own") }),
+        )
+        .layer(AltSvcLayer::h3(8443));
+    let server = common::TestServer::start_with(|_| app, |s| s, Duration::from_secs(5));
+    let url = server.url("/");
+    let own = server.url("/own");
+    common::bounded("alt-svc", move || {
+        spargio::block_on(spargio::run(move |handle| async move {
+            let client = spargio_http::Client::new(&handle);
+            let resp = client.get(url).await.unwrap();
+            assert_eq!(resp.headers()["alt-svc"], "h3=\":8443\"; ma=86400");
+            let resp = client.get(own).await.unwrap();
+            assert_eq!(resp.headers()["alt-svc"], "clear");
+        }))
+        .unwrap()
+    });
+    server.stop().unwrap();
+}

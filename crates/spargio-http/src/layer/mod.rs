@@ -9,6 +9,12 @@
 //! layer works too under the feature `tokio-compat`, which gives every
 //! shard a tokio runtime; this one needs nothing and arms no tokio timer.
 
+//!
+//! [`AltSvcLayer`] advertises an HTTP/3 endpoint (`Alt-Svc`) on the
+//! responses of the TCP server.
+
+mod alt_svc;
 mod timeout;
 
+pub use alt_svc::{AltSvc, AltSvcFuture, AltSvcLayer};
 pub use timeout::{Timeout, TimeoutFuture, TimeoutLayer};
