@@ -167,3 +167,53 @@ async fn get_post_and_concurrent_requests_over_our_own_h3(handle: RuntimeHandle)
     assert!(end.is_h3_no_error(), "the client closed cleanly: {end:?}");
     assert_eq!(hang("server", server).await.unwrap(), 104);
 }
+
+/// A request dropped mid-body (its future gone) resets its stream with
+/// `H3_REQUEST_CANCELLED`: the server's body read fails with that code,
+/// and never sees a body that merely ended early.
+#[spargio::test(shards = 2)]
+async fn a_request_dropped_mid_body_is_reset_with_request_cancelled(handle: RuntimeHandle) {
+    let certs = TestCerts::generate();
+    let (c, s) = endpoints(&handle, &certs).await;
+    let server = handle
+        .spawn_stealable(async move {
+            let mut h3: Server = h3::server::Connection::new(H3Connection::new(s))
+                .await
+                .unwrap();
+            let resolver = h3.accept().await.unwrap().expect("a request");
+            // The reset may come before the request is resolved.
+            let (_req, mut stream) = match resolver.resolve_request().await {
+                Ok(r) => r,
+                Err(e) => return Err((0, format!("{e:?}"))),
+            };
+            let mut got = 0;
+            loop {
+                match stream.recv_data().await {
+                    Ok(Some(chunk)) => got += chunk.remaining(),
+                    Ok(None) => return Ok(got),
+                    Err(e) => return Err((got, format!("{e:?}"))),
+                }
+            }
+        })
+        .unwrap();
+    let (mut driver, mut send) = h3::client::new(H3Connection::new(c)).await.unwrap();
+    let _drive = handle
+        .spawn_stealable(async move { std::future::poll_fn(|cx| driver.poll_close(cx)).await })
+        .unwrap();
+    let mut stream = send
+        .send_request(Request::post("https://localhost/up").body(()).unwrap())
+        .await
+        .unwrap();
+    stream
+        .send_data(Bytes::from(pattern(50_000, 1)))
+        .await
+        .unwrap();
+    drop(stream);
+    let res = hang("server read", server).await.unwrap();
+    let (got, err) = res.expect_err("the body must not look complete");
+    assert!(got <= 50_000);
+    assert!(
+        err.contains("H3_REQUEST_CANCELLED"),
+        "reset with H3_REQUEST_CANCELLED: {err}"
+    );
+}
