@@ -17,6 +17,10 @@
 //!   generated gRPC clients, with connect failures reported as
 //!   `UNAVAILABLE` and deadlines enforced as tonic's own channel enforces
 //!   them (`CANCELLED` "Timeout expired", the stream reset).
+//! * HTTP/3 (feature `http3`): `serve_h3` serves the same service on a
+//!   `spargio_quic::QuicEndpoint`, every connection on its own shard;
+//!   `ClientBuilder::http3_prior_knowledge` builds a pooled HTTP/3 client;
+//!   [`layer::AltSvcLayer`] advertises HTTP/3 on the TCP server.
 //! * [`ws`]: WebSocket upgrades in axum handlers (axum's own extractor
 //!   needs Tokio).
 //! * [`rt`]: hyper's runtime traits (executor, timer, I/O) on spargio,
