@@ -264,3 +264,94 @@ fn our_client_against_h3_quinn_server_on_tokio() {
     });
     let _ = HANG;
 }
+
+/// A request body that ends with trailers.
+struct WithTrailers(Option<Bytes>, Option<http::HeaderMap>);
+
+impl http_body::Body for WithTrailers {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if let Some(data) = self.0.take() {
+            return std::task::Poll::Ready(Some(Ok(http_body::Frame::data(data))));
+        }
+        std::task::Poll::Ready(self.1.take().map(|t| Ok(http_body::Frame::trailers(t))))
+    }
+}
+
+/// Our client against our `serve_h3`: request trailers reach the handler
+/// (as the `H3Body`'s last frame), and the app's answers come back.
+#[test]
+fn our_client_sends_request_trailers_to_our_server() {
+    use axum::routing::post;
+    use http_body_util::BodyExt;
+    let (cert, key) = common::self_signed();
+    for backend in backends() {
+        let cert = cert.clone();
+        let key = key.clone();
+        common::bounded(&format!("{backend:?}"), move || {
+            let builder = RuntimeBuilder::new().shards(2).backend(backend);
+            spargio::block_on(spargio::run_with(builder, move |handle| async move {
+                let app = axum::Router::new().route(
+                    "/trailers",
+                    post(|req: http::Request<axum::body::Body>| async move {
+                        let all = req.into_body().collect().await.unwrap();
+                        let t = all.trailers().cloned().unwrap_or_default();
+                        let n = all.to_bytes().len();
+                        format!(
+                            "{n} {}",
+                            t.get("x-sum").map_or("none", |v| v.to_str().unwrap())
+                        )
+                    }),
+                );
+                let config = spargio_quic::server_config_from_pem(
+                    cert.as_bytes(),
+                    key.as_bytes(),
+                    &[H3_ALPN],
+                )
+                .unwrap();
+                let ep = spargio_quic::QuicEndpoint::server(
+                    &handle,
+                    "127.0.0.1:0".parse().unwrap(),
+                    config,
+                )
+                .unwrap();
+                let port = ep.local_addr().unwrap().port();
+                let stop = spargio::sync::CancellationToken::new();
+                let server = handle
+                    .spawn_stealable(std::future::IntoFuture::into_future(
+                        spargio_http::serve_h3(ep, app).with_graceful_shutdown({
+                            let stop = stop.clone();
+                            async move { stop.cancelled().await }
+                        }),
+                    ))
+                    .unwrap();
+                let client = spargio_http::Client::builder(&handle)
+                    .http3_client_config(
+                        spargio_quic::client_config_with_root_ca_pem(cert.as_bytes(), &[H3_ALPN])
+                            .unwrap(),
+                    )
+                    .http3_prior_knowledge()
+                    .build()
+                    .unwrap();
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("x-sum", "1234".parse().unwrap());
+                let req = http::Request::post(format!("https://localhost:{port}/trailers"))
+                    .body(WithTrailers(
+                        Some(Bytes::from(common::pattern(70_000))),
+                        Some(trailers),
+                    ))
+                    .unwrap();
+                let resp = client.request(req).await.unwrap();
+                assert_eq!(body_bytes(resp).await.unwrap(), "70000 1234");
+                stop.cancel();
+                server.await.unwrap().unwrap();
+            }))
+            .unwrap()
+        });
+    }
+}

@@ -377,12 +377,24 @@ async fn serve_connection<S, B>(
         enum Next<R> {
             Request(R),
             Drain,
+            Idle,
             Abort,
         }
         let next = race(async { Next::Request(h3conn.accept().await) }, async {
             if draining {
-                abort.cancelled().await;
-                Next::Abort
+                // Draining: close once the accepted requests are done (an
+                // idle connection at once), or when the grace runs out.
+                race(
+                    async {
+                        requests.wait().await;
+                        Next::Idle
+                    },
+                    async {
+                        abort.cancelled().await;
+                        Next::Abort
+                    },
+                )
+                .await
             } else {
                 race(
                     async {
@@ -411,6 +423,7 @@ async fn serve_connection<S, B>(
                 requests.cancel();
                 break;
             }
+            Next::Idle => break,
             Next::Request(Ok(Some(resolver))) => {
                 let mut service = service.clone();
                 let placement = spargio::TaskPlacement::Pinned(ctx.shard_id());
