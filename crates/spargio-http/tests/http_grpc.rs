@@ -62,28 +62,11 @@ const BIG: usize = 1 << 20;
 /// unless the fd count is back where it was afterwards.
 fn fds_restored<T>(test: impl FnOnce() -> T) -> T {
     let _serial = serial();
-    tokio_globals_made();
+    common::tokio_globals_made();
     let fds = fd_count();
     let out = test();
     assert_fds_back_to(fds);
     out
-}
-
-/// The first Tokio runtime with I/O in a build where Tokio's `signal`
-/// feature is on (a `cargo test --workspace` build: another crate's
-/// dependency turns it on) opens a socket pair that lives as long as the
-/// process (Tokio's signal globals). Made here, before a test takes its
-/// fd baseline, so it is not counted as the test's leak.
-fn tokio_globals_made() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        drop(
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("tokio runtime"),
-        );
-    });
 }
 
 /// A self-signed certificate for `127.0.0.1` (and `localhost`): PEM for

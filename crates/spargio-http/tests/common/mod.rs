@@ -27,9 +27,29 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Open fds of this process.
+/// Open fds of this process (a baseline: process-wide fds made once are
+/// made first, see [`tokio_globals_made`]).
 pub fn fd_count() -> usize {
+    tokio_globals_made();
     std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// The first Tokio runtime with I/O in a build where Tokio's `signal`
+/// feature is on (a `cargo test --workspace` build: another crate's
+/// dependency turns it on) opens a socket pair that lives as long as the
+/// process (Tokio's signal globals); with `tokio-compat` every spargio
+/// runtime makes Tokio runtimes. Made before any fd baseline, so it is not
+/// counted as a test's leak.
+pub fn tokio_globals_made() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        drop(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime"),
+        );
+    });
 }
 
 /// What each open fd of this process is (for a failure message).
