@@ -24,10 +24,11 @@
 //!   with [`ServeH3::with_connect_info`] axum's `ConnectInfo` too, as
 //!   [`serve`](crate::serve) does.
 //! * **Graceful shutdown.** [`ServeH3::with_graceful_shutdown`]: when the
-//!   signal completes, the accept loop stops, every connection sends
-//!   `GOAWAY` and finishes the requests it accepted, then closes with
-//!   `H3_NO_ERROR`; the server's future returns when all are closed, or
-//!   after `grace_period` (30 s), when the rest are closed at once.
+//!   signal completes, the endpoint refuses new handshakes, and every
+//!   connection sends `GOAWAY`, finishes the requests it accepted (an idle
+//!   one at once) and closes with `H3_NO_ERROR`; the server's future
+//!   returns when all are closed, or after `grace_period` (30 s), when
+//!   the rest are closed at once.
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -326,7 +327,9 @@ where
             return Ok(());
         }
     }
-    // Drain: every connection sends GOAWAY and finishes what it accepted.
+    // Drain: new handshakes are refused, and every connection sends GOAWAY
+    // and finishes what it accepted.
+    endpoint.set_server_config(None);
     drain.cancel();
     let all_closed = conns.below(1);
     if spargio::time::timeout(grace, all_closed).await.is_err() {
