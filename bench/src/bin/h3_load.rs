@@ -293,6 +293,28 @@ async fn run(args: &Args) -> Result<(Stats, f64), BoxError> {
         stats.merge(l.await?);
     }
     let cpu_busy = cpu.await?.as_secs_f64() / args.duration.as_secs_f64();
+    if std::env::var_os("H3_LOAD_PACKETS").is_some() {
+        // The loader's view of the wire, per completed request: datagrams
+        // each way and the frames in them (ACK-only packets show here).
+        let (mut rx, mut tx, mut rx_acks, mut tx_acks, mut rx_stream) = (0, 0, 0, 0, 0);
+        for c in &conns {
+            let st = c.conn.stats();
+            rx += st.udp_rx.datagrams;
+            tx += st.udp_tx.datagrams;
+            rx_acks += st.frame_rx.acks;
+            tx_acks += st.frame_tx.acks;
+            rx_stream += st.frame_rx.stream;
+        }
+        let n = stats.all_requests.max(1) as f64;
+        eprintln!(
+            "per request: rx {:.3} datagrams ({:.3} ACK frames, {:.3} STREAM frames), tx {:.3} datagrams ({:.3} ACK frames)",
+            rx as f64 / n,
+            rx_acks as f64 / n,
+            rx_stream as f64 / n,
+            tx as f64 / n,
+            tx_acks as f64 / n
+        );
+    }
 
     // Close, all connections at once: with its request senders gone, h3
     // closes a connection with H3_NO_ERROR; then each endpoint gets a

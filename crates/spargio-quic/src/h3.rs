@@ -37,10 +37,6 @@
 //! * Errors: a peer's reset or stop becomes `StreamTerminated` with its
 //!   code; a closed connection `ApplicationClose` with its code, an idle
 //!   timeout `Timeout`, anything else `Undefined` with the error inside.
-//! * Finishing a send half waits until the peer has acknowledged all of
-//!   it (native backend): a connection closed once its last response
-//!   finished, as a graceful shutdown does, would otherwise discard the
-//!   unacknowledged tail.
 //! * A send half dropped before it was finished or reset (a request or
 //!   response future dropped mid-body) resets its stream with
 //!   `H3_REQUEST_CANCELLED`, where a plain QUIC stream would be finished:
@@ -305,10 +301,6 @@ impl<B: Buf> quic::SendStream<B> for H3SendStream<B> {
             self.ended = true;
             res?;
         }
-        // Finished once the peer has it all: a connection closed after its
-        // last response finished (a graceful shutdown) must not discard the
-        // response's unacknowledged tail.
-        ready!(self.stream.poll_acked(cx));
         Poll::Ready(Ok(()))
     }
 

@@ -149,16 +149,6 @@ impl QuicSendStream {
         }
     }
 
-    /// After a finish: ready once the peer has acknowledged everything
-    /// (or stopped the stream, or the connection ended: whatever was sent
-    /// is then past saving). The bridge backend does not wait.
-    pub(crate) fn poll_acked(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        match &mut self.kind {
-            SendKind::Native(s) => s.poll_stopped(cx).map(drop),
-            SendKind::Bridge(_) => Poll::Ready(()),
-        }
-    }
-
     /// Waits until the peer stops the stream (`Some(code)`) or, after
     /// [`finish`](Self::finish), has received all of it (`None`).
     pub async fn stopped(&mut self) -> io::Result<Option<u64>> {

@@ -463,13 +463,32 @@ async fn serve_connection<S, B>(
             Next::Request(Ok(None)) | Next::Request(Err(_)) => break,
         }
     }
-    let _ = race(
+    let done = race(
         async {
             requests.wait().await;
+            true
         },
-        abort.cancelled(),
+        async {
+            abort.cancelled().await;
+            false
+        },
     )
     .await;
+    if done && draining && conn.close_reason().is_none() {
+        // A close discards stream data the peer has not acknowledged yet:
+        // the tail of the last responses. Give the peer time to take it
+        // (its ACK comes within an RTT plus its ACK delay; one loss
+        // repaired) before closing, unless the grace period ends first.
+        let rtt = conn.stats().path.rtt;
+        let linger = (rtt * 3 + Duration::from_millis(50)).min(Duration::from_secs(1));
+        let _ = race(
+            async {
+                spargio::time::sleep(linger).await;
+            },
+            abort.cancelled(),
+        )
+        .await;
+    }
     conn.close(H3_NO_ERROR, b"");
 }
 

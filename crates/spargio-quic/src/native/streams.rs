@@ -229,27 +229,6 @@ impl NativeSend {
         res
     }
 
-    /// [`NativeSend::stopped`] as a poll function (the waiter under this
-    /// half's key).
-    pub(crate) fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<u64>>> {
-        let id = self.id;
-        let res = self.conn.poll_step(&mut self.key, cx, |st, _| {
-            match st.conn.send_stream(id).stopped() {
-                Ok(Some(code)) => Step::Done(Ok(Some(code.into_inner()))),
-                Ok(None) => match &st.error {
-                    Some(e) => Step::Done(Err(from_connection_error(e.clone()))),
-                    None => Step::Wait(WaitKind::Write(id)),
-                },
-                // The stream state is gone: everything was acknowledged.
-                Err(_) => Step::Done(Ok(None)),
-            }
-        });
-        if res.is_ready() {
-            self.key = 0;
-        }
-        res
-    }
-
     /// Waits until the peer stops the stream (`Some(code)`) or has
     /// received everything after `finish` (`None`).
     pub(crate) async fn stopped(&mut self) -> io::Result<Option<u64>> {
