@@ -31,6 +31,8 @@ CASES=(
   "net_batch:a_batch_dropped_mid_flight_keeps_its_buffers_until_the_completion"
   "net_udp_offload:a_receive_dropped_mid_flight_then_a_datagram_arrives"
   "sync_cancel:"
+  "net_cancel_safe:a_receive_dropped_after_its_data_arrived_hands_it_to_the_next_read"
+  "net_cancel_safe:a_receive_dropped_in_flight_then_a_new_one_at_once_keep_the_order"
 )
 
 bins=$(printf '%s\n' "${CASES[@]}" | cut -d: -f1 | sort -u)
