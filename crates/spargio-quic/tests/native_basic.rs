@@ -663,8 +663,10 @@ async fn receives_kept_waiting_follow_the_traffic(handle: RuntimeHandle) {
 /// completes a ring receive, rather than one ring receive per datagram;
 /// so are the datagrams of a connection still in its first events (what
 /// follows a handshake comes in flights too). Request/response traffic
-/// on an established connection never pays for a drain that finds
-/// nothing.
+/// on an established connection with nothing queued pays for a drain that
+/// finds nothing only while the server's probe backs off (then one per 64
+/// datagrams at most; a server whose socket does hold a queue takes it
+/// whole, see `driver_task/mod.rs`).
 #[spargio::test(shards = 2)]
 async fn handshake_flights_are_drained_and_short_headers_are_not(handle: RuntimeHandle) {
     let certs = TestCerts::generate();
@@ -716,10 +718,13 @@ async fn handshake_flights_are_drained_and_short_headers_are_not(handle: Runtime
     for i in 100..200 {
         ping(&mut send, &mut recv, i).await;
     }
-    assert_eq!(
-        drains(&client) + drains(&server),
-        before,
-        "request/response datagrams on an established connection were drained"
+    // Backed off over the 33 pings before: 100 more pings (a request and an
+    // acknowledgement each, up to 200 lone datagrams on the server) bring
+    // one probe per 64 at most, the client none.
+    let probes = drains(&client) + drains(&server) - before;
+    assert!(
+        probes <= 4,
+        "request/response datagrams on an established connection were drained {probes} times"
     );
     send.finish().unwrap();
     hang("echo task", echo).await.unwrap().unwrap();

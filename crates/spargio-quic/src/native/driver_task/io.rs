@@ -56,8 +56,10 @@ impl DriverTask {
     /// after these (their completions run in the shard loop's
     /// `io_uring_enter`, not during this task's poll), so the order
     /// holds.
-    pub(super) fn drain_queued(&mut self) {
+    /// Returns how many receives it took.
+    pub(super) fn drain_queued(&mut self) -> usize {
         self.shared.counters.drains.fetch_add(1, Ordering::Relaxed);
+        let mut took = 0;
         for _ in 0..DRAIN_LIMIT {
             let mut buf = std::mem::take(&mut self.spare);
             self.make_room(&mut buf);
@@ -65,7 +67,7 @@ impl DriverTask {
             let failed = match &done.res {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     self.spare = done.buf;
-                    return;
+                    return took;
                 }
                 Err(_) => true,
                 Ok(_) => false,
@@ -76,10 +78,12 @@ impl DriverTask {
                 .fetch_add(1, Ordering::Relaxed);
             let (_, rest) = self.take_datagrams(done);
             self.spare = rest;
+            took += 1;
             if failed || self.queued {
-                return;
+                return took;
             }
         }
+        took
     }
 
     /// Feeds what one receive carried to the endpoint; returns whether it
@@ -94,6 +98,9 @@ impl DriverTask {
                 c.bytes_received
                     .fetch_add(meta.len as u64, Ordering::Relaxed);
                 let seg = meta.segment_size.unwrap_or(meta.len).max(1);
+                // A lone short datagram: a request or an acknowledgement,
+                // whose senders may have more queued (`DriverTask::poll`).
+                self.short_seen |= meta.segment_size.is_none() && meta.len < super::SHORT_DATAGRAM;
                 if seg < meta.len {
                     c.gro_batches.fetch_add(1, Ordering::Relaxed);
                     self.queued = true;

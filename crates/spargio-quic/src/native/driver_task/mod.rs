@@ -40,6 +40,14 @@ const RECV_ARENA: usize = 1024 * 1024;
 /// `drain_queued`) before the pass moves on.
 const DRAIN_LIMIT: usize = 16;
 
+/// Below this many bytes a datagram is a request or an acknowledgement,
+/// not a full packet of a bulk transfer (see `DriverTask::poll`).
+const SHORT_DATAGRAM: usize = 600;
+
+/// At most this many lone short passes between two drains that find
+/// nothing (see `DriverTask::probe_queued`).
+const PROBE_GAP_MAX: u32 = 64;
+
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A transmit waiting for a send slot, with the connection it counts
@@ -66,6 +74,13 @@ pub(crate) struct DriverTask {
     /// This pass's receives carried a handshake packet or a datagram for
     /// a young connection (see `io.rs`, `drain_queued`).
     flight_seen: bool,
+    /// A datagram shorter than `SHORT_DATAGRAM` (not a GRO batch) arrived
+    /// in this pass.
+    short_seen: bool,
+    /// Lone short passes to let go by before the next drain, and the gap
+    /// after a drain that found nothing (doubling up to `PROBE_GAP_MAX`).
+    probe_skip: u32,
+    probe_gap: u32,
     recv_done: Vec<(u64, RecvDone)>,
     /// The rest of the receive arena, kept between receives.
     spare: BytesMut,
@@ -101,6 +116,23 @@ impl Drop for DriverTask {
 }
 
 impl DriverTask {
+    /// After a pass whose one armed receive brought one short datagram:
+    /// drains what is queued behind it, unless recent drains found
+    /// nothing, in which case only every `probe_gap`-th such pass does.
+    fn probe_queued(&mut self) {
+        if self.probe_skip > 0 {
+            self.probe_skip -= 1;
+            return;
+        }
+        let took = self.drain_queued();
+        self.probe_gap = if took > 0 {
+            1
+        } else {
+            (self.probe_gap * 2).min(PROBE_GAP_MAX)
+        };
+        self.probe_skip = self.probe_gap - 1;
+    }
+
     pub(crate) fn new(
         handle: RuntimeHandle,
         shared: Arc<DriverShared>,
@@ -133,6 +165,9 @@ impl DriverTask {
             armed: 1,
             queued: false,
             flight_seen: false,
+            short_seen: false,
+            probe_skip: 0,
+            probe_gap: 1,
             recv_done: Vec::new(),
             spare: BytesMut::new(),
             to_wake: Vec::new(),
@@ -291,8 +326,24 @@ impl Future for DriverTask {
                 progress = true;
             }
             this.recv_done = done;
+            // Short datagrams arriving one per receive: with one receive
+            // armed, a loaded server whose peers wait for its answers
+            // before sending more (HTTP/3 requests) took one datagram per
+            // loop turn from a queue of dozens and answered each in a
+            // datagram of its own (measured: 1.07 datagrams and 1.0 ACK per
+            // small response at 55k req/s). Take what is queued behind
+            // with direct receives (one `EAGAIN` when nothing is). Not for
+            // full-size packets: a bulk receiver's GRO batches do better
+            // through the ring. Only on a server's driver, whose peers are
+            // many and wait for answers (a client's short datagrams are a
+            // bulk upload's acknowledgements: draining those measured up
+            // to 45% off a 16 MiB upload), and backed off while the drains
+            // find nothing.
+            let short = std::mem::take(&mut this.short_seen) && ready == 1 && this.armed == 1;
             if std::mem::take(&mut this.flight_seen) && !this.queued && !this.shutting_down {
                 this.drain_queued();
+            } else if short && this.server_config.is_some() && !this.queued && !this.shutting_down {
+                this.probe_queued();
             }
             // Every datagram of the pass is in its mailbox before any
             // connection task runs (see `ConnInner::queue_event`).
