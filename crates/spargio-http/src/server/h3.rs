@@ -436,7 +436,12 @@ async fn serve_connection<S, B>(
                         return;
                     };
                     let (send, recv) = stream.split();
-                    let mut req = req.map(|()| H3Body::new(recv));
+                    // The request's receive half outlives a body the handler
+                    // drops unread (a GET's), until the response is sent:
+                    // dropping it stops the stream, and a client whose FIN
+                    // is still on its way takes that as a failed request.
+                    let parked = Parked::default();
+                    let mut req = req.map(|()| H3Body::new(recv, parked.clone()));
                     req.extensions_mut().insert(PeerAddr(peer));
                     #[cfg(feature = "axum")]
                     if connect_info {
@@ -457,6 +462,7 @@ async fn serve_connection<S, B>(
                         return;
                     };
                     respond(send, resp).await;
+                    parked.linger().await;
                 });
             }
             // The peer closed, or (after GOAWAY) every request is in.
@@ -540,8 +546,51 @@ where
 /// A request body received over HTTP/3: its DATA frames, then its
 /// trailers, as an `http_body::Body`.
 pub struct H3Body {
-    recv: h3::server::RequestStream<H3RecvStream, Bytes>,
+    /// `None` once parked (dropped unfinished).
+    recv: Option<RecvHalf>,
     state: BodyState,
+    park: Parked,
+}
+
+type RecvHalf = h3::server::RequestStream<H3RecvStream, Bytes>;
+
+/// Where an unfinished body leaves its receive half for the request task
+/// to drop once the response is out.
+#[derive(Clone, Default)]
+struct Parked(Arc<Mutex<Option<RecvHalf>>>);
+
+impl Parked {
+    /// After the response: reads what is left of a request body the
+    /// handler did not read (a GET's end of stream, usually there
+    /// already), for at most a second and 64 KiB, so the stream ends
+    /// without a STOP_SENDING that a client whose FIN is still on its way
+    /// would take as a failed request; then drops it.
+    async fn linger(self) {
+        let recv = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(mut recv) = recv else {
+            return;
+        };
+        let drain = async {
+            let mut left = 64 * 1024usize;
+            while let Ok(Some(chunk)) = recv.recv_data().await {
+                left = left.saturating_sub(chunk.remaining());
+                if left == 0 {
+                    break;
+                }
+            }
+        };
+        let _ = spargio::time::timeout(Duration::from_secs(1), drain).await;
+    }
+}
+
+impl Drop for H3Body {
+    fn drop(&mut self) {
+        if self.state != BodyState::Done {
+            if let Some(recv) = self.recv.take() {
+                *self.park.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(recv);
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -560,10 +609,11 @@ impl fmt::Debug for H3Body {
 }
 
 impl H3Body {
-    fn new(recv: h3::server::RequestStream<H3RecvStream, Bytes>) -> H3Body {
+    fn new(recv: RecvHalf, park: Parked) -> H3Body {
         H3Body {
-            recv,
+            recv: Some(recv),
             state: BodyState::Data,
+            park,
         }
     }
 }
@@ -578,7 +628,12 @@ impl Body for H3Body {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         loop {
             match self.state {
-                BodyState::Data => match std::task::ready!(self.recv.poll_recv_data(cx)) {
+                BodyState::Data => match std::task::ready!(self
+                    .recv
+                    .as_mut()
+                    .expect("a live body holds its stream")
+                    .poll_recv_data(cx))
+                {
                     Ok(Some(mut buf)) => {
                         let bytes = buf.copy_to_bytes(buf.remaining());
                         if bytes.is_empty() {
@@ -593,8 +648,11 @@ impl Body for H3Body {
                     }
                 },
                 BodyState::Trailers => {
-                    let trailers: Result<Option<HeaderMap>, _> =
-                        std::task::ready!(self.recv.poll_recv_trailers(cx));
+                    let trailers: Result<Option<HeaderMap>, _> = std::task::ready!(self
+                        .recv
+                        .as_mut()
+                        .expect("a live body holds its stream")
+                        .poll_recv_trailers(cx));
                     self.state = BodyState::Done;
                     return Poll::Ready(match trailers {
                         Ok(Some(t)) => Some(Ok(Frame::trailers(t))),
