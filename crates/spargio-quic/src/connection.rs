@@ -358,22 +358,48 @@ impl QuicConnection {
         )
     }
 
+    /// One poll of an open or accept: on the native backend `native`
+    /// polls the connection's waiters and `make` builds the stream(s) for
+    /// the id; the bridge polls `bridge`'s future, kept in `slot`.
+    fn poll_slot<T>(
+        &self,
+        slot: &mut PollSlot<T>,
+        cx: &mut std::task::Context<'_>,
+        native: impl FnOnce(
+            &ConnRef,
+            &mut u64,
+            &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<quinn_proto::StreamId>>,
+        make: impl FnOnce(&ConnRef, quinn_proto::StreamId) -> T,
+        bridge: impl FnOnce(QuicConnection) -> Boxed<T>,
+    ) -> std::task::Poll<io::Result<T>> {
+        let c = match &self.kind {
+            ConnKind::Native(c) => c,
+            ConnKind::Bridge(_) => {
+                let me = self.clone();
+                return slot.poll_bridge(cx, || bridge(me));
+            }
+        };
+        let id = std::task::ready!(native(c, &mut slot.key, cx))?;
+        std::task::Poll::Ready(Ok(make(c, id)))
+    }
+
     pub(crate) fn poll_open_bi(
         &self,
         slot: &mut PollSlot<StreamPair>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<StreamPair>> {
-        let c = match &self.kind {
-            ConnKind::Native(c) => c,
-            ConnKind::Bridge(_) => {
-                let me = self.clone();
-                return slot.poll_bridge(cx, || Box::pin(async move { me.open_bi().await }));
-            }
-        };
-        let id = std::task::ready!(c.poll_open(Dir::Bi, &mut slot.key, cx))?;
-        bump(c, |s| &s.bi_opens);
-        self.ctx.metrics.add(|m| &m.streams_opened, 1);
-        std::task::Poll::Ready(Ok(self.native_pair(c, id)))
+        self.poll_slot(
+            slot,
+            cx,
+            |c, key, cx| c.poll_open(Dir::Bi, key, cx),
+            |c, id| {
+                bump(c, |s| &s.bi_opens);
+                self.ctx.metrics.add(|m| &m.streams_opened, 1);
+                self.native_pair(c, id)
+            },
+            |me| Box::pin(async move { me.open_bi().await }),
+        )
     }
 
     pub(crate) fn poll_open_uni(
@@ -381,17 +407,17 @@ impl QuicConnection {
         slot: &mut PollSlot<QuicSendStream>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<QuicSendStream>> {
-        let c = match &self.kind {
-            ConnKind::Native(c) => c,
-            ConnKind::Bridge(_) => {
-                let me = self.clone();
-                return slot.poll_bridge(cx, || Box::pin(async move { me.open_uni().await }));
-            }
-        };
-        let id = std::task::ready!(c.poll_open(Dir::Uni, &mut slot.key, cx))?;
-        bump(c, |s| &s.uni_opens);
-        self.ctx.metrics.add(|m| &m.streams_opened, 1);
-        std::task::Poll::Ready(Ok(self.native_send(c, id)))
+        self.poll_slot(
+            slot,
+            cx,
+            |c, key, cx| c.poll_open(Dir::Uni, key, cx),
+            |c, id| {
+                bump(c, |s| &s.uni_opens);
+                self.ctx.metrics.add(|m| &m.streams_opened, 1);
+                self.native_send(c, id)
+            },
+            |me| Box::pin(async move { me.open_uni().await }),
+        )
     }
 
     pub(crate) fn poll_accept_bi(
@@ -399,16 +425,16 @@ impl QuicConnection {
         slot: &mut PollSlot<StreamPair>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<StreamPair>> {
-        let c = match &self.kind {
-            ConnKind::Native(c) => c,
-            ConnKind::Bridge(_) => {
-                let me = self.clone();
-                return slot.poll_bridge(cx, || Box::pin(async move { me.accept_bi().await }));
-            }
-        };
-        let id = std::task::ready!(c.poll_accept(Dir::Bi, &mut slot.key, cx))?;
-        self.ctx.metrics.add(|m| &m.streams_accepted, 1);
-        std::task::Poll::Ready(Ok(self.native_pair(c, id)))
+        self.poll_slot(
+            slot,
+            cx,
+            |c, key, cx| c.poll_accept(Dir::Bi, key, cx),
+            |c, id| {
+                self.ctx.metrics.add(|m| &m.streams_accepted, 1);
+                self.native_pair(c, id)
+            },
+            |me| Box::pin(async move { me.accept_bi().await }),
+        )
     }
 
     pub(crate) fn poll_accept_uni(
@@ -416,18 +442,16 @@ impl QuicConnection {
         slot: &mut PollSlot<QuicRecvStream>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<QuicRecvStream>> {
-        let c = match &self.kind {
-            ConnKind::Native(c) => c,
-            ConnKind::Bridge(_) => {
-                let me = self.clone();
-                return slot.poll_bridge(cx, || Box::pin(async move { me.accept_uni().await }));
-            }
-        };
-        let id = std::task::ready!(c.poll_accept(Dir::Uni, &mut slot.key, cx))?;
-        self.ctx.metrics.add(|m| &m.streams_accepted, 1);
-        std::task::Poll::Ready(Ok(
-            self.recv_stream(RecvKind::Native(NativeRecv::new(c.clone(), id)))
-        ))
+        self.poll_slot(
+            slot,
+            cx,
+            |c, key, cx| c.poll_accept(Dir::Uni, key, cx),
+            |c, id| {
+                self.ctx.metrics.add(|m| &m.streams_accepted, 1);
+                self.recv_stream(RecvKind::Native(NativeRecv::new(c.clone(), id)))
+            },
+            |me| Box::pin(async move { me.accept_uni().await }),
+        )
     }
 
     /// Gives up a poll-based open or accept: its waiter goes (the bridge's
