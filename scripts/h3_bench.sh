@@ -35,7 +35,8 @@
 # server that did not start or died, a loader that failed or counted no
 # request, or any request error.
 #
-# Env: MODES, ROUNDS (3), DURATION (seconds per run, 2), WORKERS (2),
+# Env: MODES, LOADS (only the loads whose label contains it, e.g.
+# 'c16 × m32 /json'), ROUNDS (3), DURATION (seconds per run, 2), WORKERS (2),
 # SPARGIO_PORT and TOKIO_PORT (UDP; default 0: a free port each run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +45,7 @@ ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-2}"
 WORKERS="${WORKERS:-2}"
 MODES="${MODES:-shared split}"
+LOADS="${LOADS:-}"
 SPARGIO_PORT="${SPARGIO_PORT:-0}"
 TOKIO_PORT="${TOKIO_PORT:-0}"
 target="${CARGO_TARGET_DIR:-target}"
@@ -211,6 +213,7 @@ for mode in $MODES; do
 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for load in "${loads[@]}"; do
         IFS='|' read -r label conns streams path <<<"$load"
+        case "$label" in *"$LOADS"*) ;; *) continue ;; esac
         echo
         echo "## $mode, $label: h3_load --connections $conns --concurrency $streams --duration $DURATION --threads $threads"
         : >"$tmp/spargio.runs"

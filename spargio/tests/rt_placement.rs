@@ -215,3 +215,71 @@ fn a_stealable_spawn_from_outside_goes_to_the_shard_on_the_callers_cpu() {
         assert_eq!(after, before + 1, "a spawn from CPU {cpu} went elsewhere");
     }
 }
+
+/// A future this large, built on a shard thread (2 MiB of stack), fits
+/// once on the stack but not once per layer of a spawn path: every spawn
+/// path moves a large future to the heap where it enters.
+const BIG: usize = 384 * 1024;
+
+fn big_future(seed: u8) -> impl std::future::Future<Output = usize> + Send + 'static {
+    let block = [seed; BIG];
+    async move {
+        common::yield_now().await;
+        block.iter().map(|&b| b as usize).sum::<usize>() + shard() * 0
+    }
+}
+
+// Each path in a frame of its own, which holds the future only while
+// it spawns it (a debug build gives every temporary its own stack slot).
+#[inline(never)]
+fn big_pinned(h: &spargio::RuntimeHandle) -> spargio::JoinHandle<usize> {
+    h.spawn_pinned(1, big_future(1)).unwrap()
+}
+#[inline(never)]
+fn big_stealable(h: &spargio::RuntimeHandle) -> spargio::JoinHandle<usize> {
+    h.spawn_stealable(big_future(2)).unwrap()
+}
+#[inline(never)]
+fn big_stealable_on(h: &spargio::RuntimeHandle) -> spargio::JoinHandle<usize> {
+    h.spawn_stealable_on(1, big_future(3)).unwrap()
+}
+#[inline(never)]
+fn big_placed(h: &spargio::RuntimeHandle) -> spargio::JoinHandle<usize> {
+    h.spawn_with_placement(TaskPlacement::RoundRobin, big_future(4))
+        .unwrap()
+}
+#[inline(never)]
+fn big_local(ctx: &spargio::ShardCtx) -> spargio::JoinHandle<usize> {
+    ctx.spawn_local(big_future(5)).unwrap()
+}
+#[inline(never)]
+fn big_member(group: &spargio::sync::TaskGroup) -> spargio::sync::TaskGroupJoinHandle<usize> {
+    group
+        .spawn_with_placement(TaskPlacement::Pinned(1), big_future(6))
+        .unwrap()
+}
+
+#[test]
+fn large_futures_spawn_from_a_shard_through_every_spawn_path() {
+    let rt = runtime(2);
+    let h = rt.handle();
+    let sums = block_on(
+        h.spawn_pinned(0, async move {
+            let ctx = spargio::ShardCtx::current().expect("on a shard");
+            let h = ctx.handle();
+            let group = spargio::sync::TaskGroup::new(&h);
+            vec![
+                big_pinned(&h).await.unwrap(),
+                big_stealable(&h).await.unwrap(),
+                big_stealable_on(&h).await.unwrap(),
+                big_placed(&h).await.unwrap(),
+                big_local(&ctx).await.unwrap(),
+                big_member(&group).await.unwrap(),
+            ]
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    let want: Vec<usize> = (1..=6).map(|s| s * BIG).collect();
+    assert_eq!(sums, want);
+}

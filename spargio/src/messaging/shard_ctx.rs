@@ -128,6 +128,20 @@ impl ShardCtx {
             "ShardCtx::spawn_local called off shard {}",
             self.inner.id
         );
+        if spawn::boxes::<F>() {
+            return self.spawn_local_inner(Box::pin(fut));
+        }
+        self.spawn_local_inner(fut)
+    }
+
+    /// [`ShardCtx::spawn_local`] after its checks, with `fut` as it goes
+    /// into the task.
+    #[track_caller]
+    fn spawn_local_inner<F>(&self, fut: F) -> Result<JoinHandle<F::Output>, RuntimeError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
         // SAFETY: the task is pinned to this shard and is created on this
         // shard's thread (checked above), so it is only ever polled and
         // dropped here; the handle is as `Send` as the output is

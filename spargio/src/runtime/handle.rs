@@ -117,6 +117,22 @@ impl RuntimeHandle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        if spawn::boxes::<F>() {
+            return self.spawn_pinned_inner(shard, Box::pin(fut));
+        }
+        self.spawn_pinned_inner(shard, fut)
+    }
+
+    #[track_caller]
+    fn spawn_pinned_inner<F>(
+        &self,
+        shard: ShardId,
+        fut: F,
+    ) -> Result<JoinHandle<F::Output>, RuntimeError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
         self.check_shard(shard)?;
         let (runnable, handle) = spawn::build(&self.shared, TaskKind::Pinned(shard), shard, fut)?;
         Counters::bump_shared(&self.shared.shards[shard].counters.spawn_pinned);
@@ -143,6 +159,9 @@ impl RuntimeHandle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        if spawn::boxes::<F>() {
+            return self.spawn_stealable_inner(None, Box::pin(fut));
+        }
         self.spawn_stealable_inner(None, fut)
     }
 
@@ -159,6 +178,9 @@ impl RuntimeHandle {
         F::Output: Send + 'static,
     {
         self.check_shard(shard)?;
+        if spawn::boxes::<F>() {
+            return self.spawn_stealable_inner(Some(shard), Box::pin(fut));
+        }
         self.spawn_stealable_inner(Some(shard), fut)
     }
 
@@ -189,15 +211,34 @@ impl RuntimeHandle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        if spawn::boxes::<F>() {
+            return self.spawn_with_placement_inner(placement, Box::pin(fut));
+        }
+        self.spawn_with_placement_inner(placement, fut)
+    }
+
+    #[track_caller]
+    fn spawn_with_placement_inner<F>(
+        &self,
+        placement: TaskPlacement,
+        fut: F,
+    ) -> Result<JoinHandle<F::Output>, RuntimeError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
         match placement {
-            TaskPlacement::Pinned(shard) => self.spawn_pinned(shard, fut),
-            TaskPlacement::RoundRobin => self.spawn_pinned(self.shared.next_rr(), fut),
+            TaskPlacement::Pinned(shard) => self.spawn_pinned_inner(shard, fut),
+            TaskPlacement::RoundRobin => self.spawn_pinned_inner(self.shared.next_rr(), fut),
             TaskPlacement::Sticky(key) => {
                 let shard = crate::task::sticky_shard(key, self.shard_count());
-                self.spawn_pinned(shard, fut)
+                self.spawn_pinned_inner(shard, fut)
             }
-            TaskPlacement::Stealable => self.spawn_stealable(fut),
-            TaskPlacement::StealablePreferred(shard) => self.spawn_stealable_on(shard, fut),
+            TaskPlacement::Stealable => self.spawn_stealable_inner(None, fut),
+            TaskPlacement::StealablePreferred(shard) => {
+                self.check_shard(shard)?;
+                self.spawn_stealable_inner(Some(shard), fut)
+            }
         }
     }
 

@@ -131,6 +131,23 @@ impl TaskGroup {
         if self.token.is_cancelled() {
             return Err(RuntimeError::Shutdown);
         }
+        if crate::task::spawn::boxes::<F>() {
+            // Boxed before the wrapper takes it (see `BOX_ABOVE`).
+            return self.spawn_member(placement, Box::pin(fut));
+        }
+        self.spawn_member(placement, fut)
+    }
+
+    #[track_caller]
+    fn spawn_member<F>(
+        &self,
+        placement: TaskPlacement,
+        fut: F,
+    ) -> Result<TaskGroupJoinHandle<F::Output>, RuntimeError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
         self.tally.running.fetch_add(1, Ordering::AcqRel);
         let mut member = Member {
             tally: self.tally.clone(),
