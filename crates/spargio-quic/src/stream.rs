@@ -333,7 +333,8 @@ impl QuicRecvStream {
     /// The next chunk of at most `max` bytes (`None` at the end), or
     /// `Pending` with the waker registered; no operation timeout. The
     /// native backend hands quinn-proto's own chunk over; the bridge
-    /// copies into a new buffer of at most 64 KiB.
+    /// copies at most 64 KiB into a buffer it reuses once the chunks it
+    /// handed out are dropped.
     pub(crate) fn poll_read_chunk(
         &mut self,
         cx: &mut Context<'_>,
@@ -341,18 +342,7 @@ impl QuicRecvStream {
     ) -> Poll<io::Result<Option<Bytes>>> {
         let res = match &mut self.kind {
             RecvKind::Native(s) => s.poll_read_chunk(cx, max),
-            RecvKind::Bridge(s) => {
-                let mut buf = vec![0u8; max.clamp(1, 64 * 1024)];
-                match s.poll_read(cx, &mut buf) {
-                    Poll::Ready(Ok(0)) => Poll::Ready(Ok(None)),
-                    Poll::Ready(Ok(n)) => {
-                        buf.truncate(n);
-                        Poll::Ready(Ok(Some(Bytes::from(buf))))
-                    }
-                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-                    Poll::Pending => Poll::Pending,
-                }
-            }
+            RecvKind::Bridge(s) => s.poll_read_chunk(cx, max),
         };
         if let Poll::Ready(Ok(Some(c))) = &res {
             self.ctx.metrics.add(|m| &m.bytes_read, c.len() as u64);

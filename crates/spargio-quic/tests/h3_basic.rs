@@ -1,5 +1,5 @@
-//! `h3` over our own connections on both sides (native backend): the
-//! adapter's streams, opens, accepts, big bodies, concurrency, resets.
+//! `h3` over our own connections on both sides: the adapter's streams,
+//! opens, accepts, big bodies, concurrency (both QUIC backends), resets.
 
 mod common;
 mod support;
@@ -7,7 +7,7 @@ mod support;
 use bytes::{Buf, Bytes};
 use http::{Method, Request, Response, StatusCode};
 use spargio::RuntimeHandle;
-use spargio_quic::{H3Connection, QuicConnection, QuicEndpointOptions};
+use spargio_quic::{H3Connection, QuicBackend, QuicConnection, QuicEndpointOptions};
 
 use common::{checksum, pattern, TestCerts};
 use support::*;
@@ -67,7 +67,15 @@ async fn serve(handle: RuntimeHandle, conn: QuicConnection) -> usize {
 }
 
 async fn endpoints(handle: &RuntimeHandle, certs: &TestCerts) -> (QuicConnection, QuicConnection) {
-    let opts = QuicEndpointOptions::default();
+    endpoints_on(handle, certs, QuicBackend::Native).await
+}
+
+async fn endpoints_on(
+    handle: &RuntimeHandle,
+    certs: &TestCerts,
+    backend: QuicBackend,
+) -> (QuicConnection, QuicConnection) {
+    let opts = QuicEndpointOptions::default().with_backend(backend);
     let server = QuicEndpoint::server_with_options(
         handle,
         localhost(),
@@ -104,8 +112,15 @@ async fn get(
 
 #[spargio::test(shards = 2)]
 async fn get_post_and_concurrent_requests_over_our_own_h3(handle: RuntimeHandle) {
+    for backend in [QuicBackend::Native, QuicBackend::Bridge] {
+        round_trips(&handle, backend).await;
+    }
+}
+
+async fn round_trips(handle: &RuntimeHandle, backend: QuicBackend) {
+    let handle = handle.clone();
     let certs = TestCerts::generate();
-    let (c, s) = endpoints(&handle, &certs).await;
+    let (c, s) = endpoints_on(&handle, &certs, backend).await;
     let server = handle.spawn_stealable(serve(handle.clone(), s)).unwrap();
 
     let (mut driver, mut send) = h3::client::new(H3Connection::new(c)).await.unwrap();

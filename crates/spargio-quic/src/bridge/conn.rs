@@ -5,7 +5,7 @@ use std::io;
 use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use quinn_proto::{ConnectionError, VarInt};
 
 use crate::error::{from_connection_error, stream_reset, stream_stopped};
@@ -258,7 +258,13 @@ pub(crate) struct BridgeRecv {
     /// once, then end-of-stream; later reads repeat it, as on the native
     /// backend).
     reset: Option<VarInt>,
+    /// Where `poll_read_chunk` reads to: chunks are split off its front,
+    /// and its allocation is reused once they are all dropped.
+    scratch: BytesMut,
 }
+
+/// The most one `poll_read_chunk` takes (and the scratch it reserves).
+const CHUNK_MAX: usize = 64 * 1024;
 
 impl BridgeRecv {
     fn new(r: quinn::RecvStream) -> Self {
@@ -266,6 +272,49 @@ impl BridgeRecv {
             id: r.id().into(),
             stream: r,
             reset: None,
+            scratch: BytesMut::new(),
+        }
+    }
+
+    /// A chunk of at most `max` (and 64 KiB) bytes; `None` at the end.
+    /// quinn's own chunk reads are futures borrowing the stream, so this
+    /// copies, through `poll_read_buf`, into `scratch`: one allocation
+    /// per 64 KiB while the chunks handed out are still held, none while
+    /// they are dropped before the next read (`BytesMut::reserve` takes
+    /// the allocation back).
+    pub(crate) fn poll_read_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+        max: usize,
+    ) -> Poll<io::Result<Option<Bytes>>> {
+        if let Some(code) = self.reset {
+            return Poll::Ready(Err(read_error(quinn::ReadError::Reset(code))));
+        }
+        let want = max.clamp(1, CHUNK_MAX);
+        self.scratch.clear();
+        self.scratch.reserve(CHUNK_MAX);
+        let spare = &mut self.scratch.spare_capacity_mut()[..want];
+        let mut buf = tokio::io::ReadBuf::uninit(spare);
+        match self.stream.poll_read_buf(cx, &mut buf) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(e)) => {
+                if let quinn::ReadError::Reset(code) = e {
+                    self.reset = Some(code);
+                }
+                Poll::Ready(Err(read_error(e)))
+            }
+            Poll::Ready(Ok(())) => {
+                let n = buf.filled().len();
+                if n == 0 {
+                    return Poll::Ready(Ok(None));
+                }
+                // SAFETY: `ReadBuf` counts as filled only bytes written
+                // through it (quinn's `put_slice`), and they are the first
+                // `n` bytes of `scratch`'s spare capacity, which is empty
+                // (cleared above): so its first `n` bytes are initialized.
+                unsafe { self.scratch.set_len(n) };
+                Poll::Ready(Ok(Some(self.scratch.split().freeze())))
+            }
         }
     }
 
