@@ -51,6 +51,7 @@
 # (pipelining depth of /plaintext, 16), PORT (18084; the three servers use
 # PORT, PORT+1, PORT+2), DATABASE_URL, PG_PID.
 set -euo pipefail
+. "$(dirname "$0")/bench_lib.sh"
 cd "$(dirname "$0")/.."
 
 MODES="${MODES:-split shared}"
@@ -84,16 +85,9 @@ if [ -n "${ROWS:-}" ]; then
     rows=("${kept[@]}")
 fi
 
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-command -v wrk >/dev/null || $sudo apt-get install -y wrk
+need_wrk
 command -v curl >/dev/null || { echo "curl is required" >&2; exit 1; }
-case " $MODES " in
-    *" split "*)
-        command -v taskset >/dev/null || { echo "split mode needs taskset" >&2; exit 1; }
-        [ "$(nproc)" -ge 2 ] || { echo "split mode needs 2 CPUs" >&2; exit 1; }
-        ;;
-esac
+check_split_mode
 
 cargo build --release -p spargio-bench --features db --bin db_server
 if [ -z "${DATABASE_URL:-}" ]; then
@@ -101,14 +95,6 @@ if [ -z "${DATABASE_URL:-}" ]; then
 fi
 
 tmp="$(mktemp -d)"
-server_pid=""
-stop_server() {
-    if [ -n "$server_pid" ]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=""
-    fi
-}
 db_pid=""
 stop_db() {
     if [ -n "$db_pid" ]; then
@@ -122,12 +108,6 @@ stop_db() {
 }
 trap 'stop_server; stop_db; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
-
-failures=()
-fail() {
-    echo "FAIL: $*" >&2
-    failures+=("$*")
-}
 
 # ===== PostgreSQL =====
 
@@ -167,11 +147,6 @@ pin_pg() {
     done
 }
 
-# utime + stime (fields 14 and 15 of /proc/PID/stat) in clock ticks. The
-# fields are counted after the `(comm)` field, which may hold spaces.
-cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
-clk_tck="$(getconf CLK_TCK)"
-
 # "pid ticks" for the postmaster and each child, one a line.
 pg_ticks() {
     [ -n "$PG_PID" ] || return 0
@@ -198,7 +173,7 @@ port_of() {
 }
 
 # The mode's server pinning and workers, wrk's pinning and threads, and
-# PostgreSQL's CPUs.
+# PostgreSQL's CPUs (this script's own, in place of bench_lib.sh's).
 set_mode() {
     case "$1" in
         shared) server_pin=() workers="$WORKERS" client_pin=() threads=2 pg_cpus="0-$(($(nproc) - 1))" ;;
@@ -209,76 +184,21 @@ set_mode() {
 
 # Starts a server (pinned as the mode says) and waits for its `ready
 # <pid>` line (after its pool is open). A port can stay busy for a moment
-# after the previous server exits, so a bind failure is retried.
+# after the previous server exits: bench_lib.sh retries a bind failure.
 start_server() {
     local rt="$1" port
     port="$(port_of "$rt")"
-    for _ in $(seq 1 50); do
-        # taskset execs the server: $! is the server's pid.
-        "${server_pin[@]}" "$bin" --runtime "$rt" --port "$port" --workers "$workers" --pool "$POOL" \
-            >"$tmp/server.out" 2>"$tmp/server.err" 3>&- &
-        server_pid=$!
-        for _ in $(seq 1 200); do
-            grep -q "^ready $server_pid\$" "$tmp/server.out" && return 0
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.05
-        done
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=""
-        grep -q "Address already in use" "$tmp/server.err" || break
-        sleep 0.1
-    done
-    echo "$rt server did not start on port $port: $(cat "$tmp/server.err")" >&2
-    exit 1
+    launch_server "$rt" 200 " on port $port" \
+        "$bin" --runtime "$rt" --port "$port" --workers "$workers" --pool "$POOL"
 }
 
-# Checks that the server is alive and answers; records a failure if not.
-check_server() {
-    local rt="$1" what="$2" body
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-        fail "$rt server died during $what: $(tail -n 5 "$tmp/server.err")"
-        return 1
-    fi
-    body="$(curl -s -m 5 "http://127.0.0.1:$(port_of "$rt")/plaintext" || true)"
-    if [ "$body" != "Hello, World!" ]; then
-        fail "$rt server stopped answering after $what (curl got '$body')"
-        return 1
-    fi
-    if [ -s "$tmp/server.err" ]; then
-        fail "$rt server wrote to stderr during $what: $(tail -n 3 "$tmp/server.err")"
-    fi
-}
-
-# Latency as wrk prints it (850.00us, 1.23ms, 2.00s) -> µs.
-to_us() {
-    awk -v v="$1" 'BEGIN {
-        n = v + 0
-        if (v ~ /us$/) print n; else if (v ~ /ms$/) print n * 1000;
-        else if (v ~ /s$/) print n * 1000000; else print "nan"
-    }'
-}
-
-# Checks wrk's output for errors beyond the end-of-run resets (at most one
-# read or write error per connection). Sets client_note to the read/write
-# error counts when there were any.
-check_wrk() {
-    local label="$1" conns="$2" out="$3" connect read write timeout non2xx
-    read -r connect read write timeout < <(awk '/Socket errors:/ {
-        gsub(",", ""); print $4, $6, $8, $10 }' "$out") || true
-    non2xx="$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$out")"
-    client_note=""
-    if [ $((${read:-0} + ${write:-0})) -gt 0 ]; then
-        client_note="  (wrk socket errors: read ${read:-0}, write ${write:-0})"
-    fi
-    if [ "${connect:-0}" -gt 0 ] || [ "${timeout:-0}" -gt 0 ] || [ -n "$non2xx" ] ||
-        [ $((${read:-0} + ${write:-0})) -gt "$conns" ]; then
-        fail "$label: wrk errors: connect ${connect:-0}, read ${read:-0}," \
-            "write ${write:-0}, timeout ${timeout:-0}, non-2xx ${non2xx:-0}"
-    fi
-    if ! grep -q "requests in" "$out"; then
-        fail "$label: wrk reported no requests: $(tail -n 3 "$out")"
-    fi
-}
+# check_server (bench_lib.sh): GET /plaintext, and a server that wrote to
+# stderr is a failure too; check_wrk: a run without requests shows wrk's
+# last lines.
+check_path=/plaintext
+check_body="Hello, World!"
+check_stderr=1
+check_wrk_tail=3
 
 # One wrk run against a fresh server. Sets req_s, p99 (µs), cpu and pg
 # (server and PostgreSQL CPU µs per request).
@@ -299,9 +219,7 @@ run_once() {
     check_wrk "$label $rt" "$conns" "$out"
     check_server "$rt" "$label" || true
     stop_server
-    requests="$(awk '/requests in/ { print $1 }' "$out")"
-    req_s="$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$out")"
-    p99="$(to_us "$(awk '$1 == "99%" { print $2 }' "$out")")"
+    wrk_parse "$out"
     cpu="$(awk -v n="${requests:-0}" -v d=$((after - before)) -v hz="$clk_tck" 'BEGIN {
         if (n > 0) printf "%.2f", d * 1e6 / hz / n; else print "nan" }')"
     if [ -n "$PG_PID" ]; then
@@ -310,21 +228,6 @@ run_once() {
     else
         pg=nan
     fi
-}
-
-median() { sort -g | awk '{ v[NR] = $1 } END {
-    if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
-    else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
-fmt_us() { awk -v v="$1" 'BEGIN { if (v >= 1000) printf "%.2f ms", v / 1000; else printf "%.0f µs", v }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
-# Column $1 of $2's rounds over the same column of tokio's, round by
-# round: "lowest–highest". Each runs file has four columns a round.
-ratio_range() {
-    paste -d' ' "$tmp/$2.runs" "$tmp/tokio.runs" | awk -v c="$1" '
-        { a = $c; b = $(c + 4); if (b > 0) { r = a / b;
-          if (lo == "" || r < lo) lo = r; if (hi == "" || r > hi) hi = r } }
-        END { if (lo == "") print "nan"; else printf "%.2f–%.2f", lo, hi }'
 }
 
 mode_title() {
@@ -405,16 +308,5 @@ if [ "$busy_runs" -gt 0 ]; then
     report+=$'\n\n'"Another build (rustc, cc, ld or cargo) was running during $busy_runs of $total_runs runs."
 fi
 
-echo
-echo "$report"
-mkdir -p "$target"
-echo "$report" >"$target/db_bench.md"
-echo
-echo "written to $target/db_bench.md"
-
-if [ "${#failures[@]}" -gt 0 ]; then
-    echo
-    echo "${#failures[@]} failure(s):" >&2
-    printf '  %s\n' "${failures[@]}" >&2
-    exit 1
-fi
+write_report db_bench
+report_failures

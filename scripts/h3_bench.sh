@@ -39,6 +39,7 @@
 # 'c16 × m32 /json'), ROUNDS (3), DURATION (seconds per run, 2), WORKERS (2),
 # SPARGIO_PORT and TOKIO_PORT (UDP; default 0: a free port each run).
 set -euo pipefail
+. "$(dirname "$0")/bench_lib.sh"
 cd "$(dirname "$0")/.."
 
 ROUNDS="${ROUNDS:-3}"
@@ -59,75 +60,30 @@ loads=(
     "c16 × m32 /bytes/1048576|16|32|/bytes/1048576"
 )
 
-case " $MODES " in
-    *" split "*)
-        command -v taskset >/dev/null || { echo "split mode needs taskset" >&2; exit 1; }
-        [ "$(nproc)" -ge 2 ] || { echo "split mode needs 2 CPUs" >&2; exit 1; }
-        ;;
-esac
+check_split_mode
 
 cargo build --release -p spargio-bench --bin h3_server --bin h3_load
 
 tmp="$(mktemp -d)"
-server_pid=""
 port=""
-stop_server() {
-    if [ -n "$server_pid" ]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=""
-    fi
-}
 trap 'stop_server; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 
-failures=()
-fail() {
-    echo "FAIL: $*" >&2
-    failures+=("$*")
-}
-
-port_of() { if [ "$1" = spargio ]; then echo "$SPARGIO_PORT"; else echo "$TOKIO_PORT"; fi; }
-
-# The mode's server pinning and workers, loader pinning and threads.
-set_mode() {
-    case "$1" in
-        shared) server_pin=() workers="$WORKERS" load_pin=() threads=2 ;;
-        split) server_pin=(taskset -c 0) workers=1 load_pin=(taskset -c 1) threads=1 ;;
-        *) echo "unknown mode '$1' (shared or split)" >&2; exit 2 ;;
-    esac
-}
+# set_mode (bench_lib.sh) sets the mode's server pinning and workers, and
+# the loader's pinning (client_pin) and threads.
 
 # Starts a server (pinned as the mode says) and waits for its `LISTENING
 # <port>` line; sets server_pid and port. A fixed port can stay busy for
-# a moment after the previous server exits, so a bind failure is retried
-# for a few seconds.
+# a moment after the previous server exits: bench_lib.sh retries a bind
+# failure for a few seconds.
+server_ready() {
+    port="$(awk '$1 == "LISTENING" { print $2 }' "$tmp/server.out" 2>/dev/null || true)"
+    [ -n "$port" ]
+}
 start_server() {
     local rt="$1"
-    for _ in $(seq 1 50); do
-        # taskset execs the server: $! is the server's pid.
-        "${server_pin[@]}" "$server_bin" "$rt" --workers "$workers" --port "$(port_of "$rt")" \
-            >"$tmp/server.out" 2>"$tmp/server.err" &
-        server_pid=$!
-        for _ in $(seq 1 100); do
-            port="$(awk '$1 == "LISTENING" { print $2 }' "$tmp/server.out" 2>/dev/null || true)"
-            [ -n "$port" ] && return 0
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.05
-        done
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=""
-        grep -q "Address already in use" "$tmp/server.err" || break
-        sleep 0.1
-    done
-    echo "$rt server did not start: $(cat "$tmp/server.err")" >&2
-    exit 1
+    launch_server "$rt" 100 "" "$server_bin" "$rt" --workers "$workers" --port "$(port_of "$rt")"
 }
-
-# utime + stime (fields 14 and 15 of /proc/PID/stat) in clock ticks. The
-# fields are counted after the `(comm)` field, which may hold spaces.
-cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
-clk_tck="$(getconf CLK_TCK)"
 
 # A number field of h3_load's one-line JSON object.
 field() { grep -o "\"$1\": *[0-9.eE+-]*" "$2" | head -n 1 | sed 's/^.*: *//'; }
@@ -140,7 +96,7 @@ run_once() {
     start_server "$rt"
     before="$(cpu_ticks "$server_pid")"
     t0="$(date +%s.%N)"
-    "${load_pin[@]}" "$load_bin" --url "https://127.0.0.1:$port$path" --connections "$conns" \
+    "${client_pin[@]}" "$load_bin" --url "https://127.0.0.1:$port$path" --connections "$conns" \
         --concurrency "$streams" --duration "$DURATION" --threads "$threads" --insecure \
         >"$out" 2>"$tmp/load.err" || status=$?
     t1="$(date +%s.%N)"
@@ -172,25 +128,11 @@ run_once() {
         printf "%.2f", d / hz / (b - a) }')"
 }
 
-median() { sort -g | awk '{ v[NR] = $1 } END {
-    if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
-    else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
-fmt_us() { awk -v v="$1" 'BEGIN { if (v == "nan") print "nan";
-    else if (v >= 1000000) printf "%.2f s", v / 1000000;
-    else if (v >= 1000) printf "%.2f ms", v / 1000; else printf "%.0f µs", v }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
-# Each runs file has `cols` columns a round: req_s p99 cpu server_busy
-# load_busy.
-cols=5
-# Column $1 of spargio's rounds over column $1 of tokio's, round by round:
-# "lowest–highest".
-ratio_range() {
-    paste -d' ' "$tmp/spargio.runs" "$tmp/tokio.runs" | awk -v c="$1" -v n="$cols" '
-        { a = $c; b = $(c + n); if (b > 0) { r = a / b;
-          if (lo == "" || r < lo) lo = r; if (hi == "" || r > hi) hi = r } }
-        END { if (lo == "") print "nan"; else printf "%.2f–%.2f", lo, hi }'
-}
+# fmt_us (bench_lib.sh) prints seconds from 1 s on, and nan as nan.
+fmt_us_seconds=1
+# Each runs file has 5 columns a round (ratio_range, bench_lib.sh):
+# req_s p99 cpu server_busy load_busy.
+runs_cols=5
 
 mode_title() {
     case "$1" in
@@ -251,16 +193,5 @@ for mode in $MODES; do
     report+=$'\n\n'"### $(mode_title "$mode")"$'\n\n'"$table"
 done
 
-echo
-echo "$report"
-mkdir -p "$target"
-echo "$report" >"$target/h3_bench.md"
-echo
-echo "written to $target/h3_bench.md"
-
-if [ "${#failures[@]}" -gt 0 ]; then
-    echo
-    echo "${#failures[@]} failure(s):" >&2
-    printf '  %s\n' "${failures[@]}" >&2
-    exit 1
-fi
+write_report h3_bench
+report_failures

@@ -55,6 +55,7 @@
 # WORKERS (2), IDLE_CONNS (5000), SPARGIO_PORT and TOKIO_PORT (http
 # 18080/18081, https 18443/18444, axum 18082/18083).
 set -euo pipefail
+. "$(dirname "$0")/bench_lib.sh"
 cd "$(dirname "$0")/.."
 
 SCHEME="${SCHEME:-http}"
@@ -124,19 +125,12 @@ MODES="${MODES:-$default_modes}"
 MEMORY="${MEMORY:-$default_memory}"
 bin="$target/release/$server"
 
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-command -v wrk >/dev/null || $sudo apt-get install -y wrk
+need_wrk
 if [ "$name" = axum ] && ! command -v h2load >/dev/null; then
-    $sudo apt-get install -y nghttp2-client
+    apt_install nghttp2-client
 fi
 command -v curl >/dev/null || { echo "curl is required" >&2; exit 1; }
-case " $MODES " in
-    *" split "*)
-        command -v taskset >/dev/null || { echo "split mode needs taskset" >&2; exit 1; }
-        [ "$(nproc)" -ge 2 ] || { echo "split mode needs 2 CPUs" >&2; exit 1; }
-        ;;
-esac
+check_split_mode
 # The idle-memory row keeps IDLE_CONNS connections open: a file descriptor
 # each in the client and in the server.
 if [ "$MEMORY" = idle ]; then
@@ -150,14 +144,6 @@ fi
 cargo build --release -p spargio-bench --bin "$server"
 
 tmp="$(mktemp -d)"
-server_pid=""
-stop_server() {
-    if [ -n "$server_pid" ]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=""
-    fi
-}
 client_pid=""
 stop_client() {
     if [ -n "$client_pid" ]; then
@@ -169,101 +155,15 @@ stop_client() {
 trap 'stop_client; stop_server; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 
-failures=()
-fail() {
-    echo "FAIL: $*" >&2
-    failures+=("$*")
-}
-
-port_of() { if [ "$1" = spargio ]; then echo "$SPARGIO_PORT"; else echo "$TOKIO_PORT"; fi; }
-
-# The mode's server pinning and workers, client pinning and threads.
-set_mode() {
-    case "$1" in
-        shared) server_pin=() workers="$WORKERS" client_pin=() threads=2 ;;
-        split) server_pin=(taskset -c 0) workers=1 client_pin=(taskset -c 1) threads=1 ;;
-        *) echo "unknown mode '$1' (shared or split)" >&2; exit 2 ;;
-    esac
-}
+# check_server's request (bench_lib.sh).
+check_scheme="$SCHEME"
 set_mode shared
 
 # Starts a server (pinned as the mode says) and waits for its `ready
-# <pid>` line. A port can stay busy for a moment after the previous server
-# exits (io_uring tears a ring down asynchronously, and its pending accept
-# holds the listener), so a bind failure is retried for a few seconds.
+# <pid>` line (bench_lib.sh retries a port still busy).
 start_server() {
-    local rt="$1" port
-    port="$(port_of "$rt")"
-    for _ in $(seq 1 50); do
-        # taskset execs the server: $! is the server's pid.
-        "${server_pin[@]}" "$bin" "$rt" "$port" "$workers" >"$tmp/server.out" 2>"$tmp/server.err" &
-        server_pid=$!
-        for _ in $(seq 1 100); do
-            grep -q "^ready $server_pid\$" "$tmp/server.out" && return 0
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.05
-        done
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=""
-        grep -q "Address already in use" "$tmp/server.err" || break
-        sleep 0.1
-    done
-    echo "$rt server did not start on port $port: $(cat "$tmp/server.err")" >&2
-    exit 1
-}
-
-# utime + stime (fields 14 and 15 of /proc/PID/stat) in clock ticks. The
-# fields are counted after the `(comm)` field, which may hold spaces.
-cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
-clk_tck="$(getconf CLK_TCK)"
-
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
-rss_mib() { awk -v k="$(rss_kib "$1")" 'BEGIN { printf "%.1f", k / 1024 }'; }
-
-# Checks that the server is alive and answers; records a failure if not.
-check_server() {
-    local rt="$1" what="$2" port body
-    port="$(port_of "$rt")"
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-        fail "$rt server died during $what: $(tail -n 5 "$tmp/server.err")"
-        return 1
-    fi
-    body="$(curl "${curl_flags[@]}" -m 5 "$SCHEME://127.0.0.1:$port/" || true)"
-    if [ "$body" != "Hello, world!" ]; then
-        fail "$rt server stopped answering after $what (curl got '$body')"
-        return 1
-    fi
-}
-
-# Latency as wrk prints it (850.00us, 1.23ms, 2.00s) -> µs.
-to_us() {
-    awk -v v="$1" 'BEGIN {
-        n = v + 0
-        if (v ~ /us$/) print n; else if (v ~ /ms$/) print n * 1000;
-        else if (v ~ /s$/) print n * 1000000; else print "nan"
-    }'
-}
-
-# Checks wrk's output for errors beyond the end-of-run resets (at most one
-# read or write error per connection). Sets client_note to the read/write
-# error counts when there were any.
-check_wrk() {
-    local label="$1" conns="$2" out="$3" connect read write timeout non2xx
-    read -r connect read write timeout < <(awk '/Socket errors:/ {
-        gsub(",", ""); print $4, $6, $8, $10 }' "$out") || true
-    non2xx="$(awk '/Non-2xx or 3xx responses:/ { print $NF }' "$out")"
-    client_note=""
-    if [ $((${read:-0} + ${write:-0})) -gt 0 ]; then
-        client_note="  (wrk socket errors: read ${read:-0}, write ${write:-0})"
-    fi
-    if [ "${connect:-0}" -gt 0 ] || [ "${timeout:-0}" -gt 0 ] || [ -n "$non2xx" ] ||
-        [ $((${read:-0} + ${write:-0})) -gt "$conns" ]; then
-        fail "$label: wrk errors: connect ${connect:-0}, read ${read:-0}," \
-            "write ${write:-0}, timeout ${timeout:-0}, non-2xx ${non2xx:-0}"
-    fi
-    if ! grep -q "requests in" "$out"; then
-        fail "$label: wrk reported no requests"
-    fi
+    local rt="$1"
+    launch_server "$rt" 100 " on port $(port_of "$rt")" "$bin" "$rt" "$(port_of "$rt")" "$workers"
 }
 
 # Runs wrk; sets requests, req_s and p99 (µs).
@@ -273,9 +173,7 @@ run_wrk() {
     [ "$option" = close ] && args+=(-H "Connection: close")
     "${client_pin[@]}" wrk "${args[@]}" "$url" >"$out" 2>&1 || true
     check_wrk "$label" "$conns" "$out"
-    requests="$(awk '/requests in/ { print $1 }' "$out")"
-    req_s="$(awk '/^Requests\/sec:/ { print $2 }' "$out")"
-    p99="$(to_us "$(awk '$1 == "99%" { print $2 }' "$out")")"
+    wrk_parse "$out"
 }
 
 # Runs h2load (HTTP/2 by prior knowledge on http://); sets requests, req_s
@@ -321,21 +219,6 @@ run_once() {
     req_s="$(awk -v r="${req_s:-0}" 'BEGIN { printf "%.0f", r }')"
     cpu="$(awk -v n="${requests:-0}" -v d=$((after - before)) -v hz="$clk_tck" 'BEGIN {
         if (n > 0) printf "%.2f", d * 1e6 / hz / n; else print "nan" }')"
-}
-
-median() { sort -g | awk '{ v[NR] = $1 } END {
-    if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
-    else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
-fmt_us() { awk -v v="$1" 'BEGIN { if (v >= 1000) printf "%.2f ms", v / 1000; else printf "%.0f µs", v }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
-# Column $1 of spargio's rounds over column $1 of tokio's (each file has
-# four columns a round), round by round: "lowest–highest".
-ratio_range() {
-    paste -d' ' "$tmp/spargio.runs" "$tmp/tokio.runs" | awk -v c="$1" '
-        { a = $c; b = $(c + 4); if (b > 0) { r = a / b;
-          if (lo == "" || r < lo) lo = r; if (hi == "" || r > hi) hi = r } }
-        END { if (lo == "") print "nan"; else printf "%.2f–%.2f", lo, hi }'
 }
 
 mode_title() {
@@ -496,16 +379,5 @@ case "$MEMORY" in
     *) echo "MEMORY must be rounds, idle or none" >&2; exit 2 ;;
 esac
 
-echo
-echo "$report"
-mkdir -p "$target"
-echo "$report" >"$target/${name}_bench.md"
-echo
-echo "written to $target/${name}_bench.md"
-
-if [ "${#failures[@]}" -gt 0 ]; then
-    echo
-    echo "${#failures[@]} failure(s):" >&2
-    printf '  %s\n' "${failures[@]}" >&2
-    exit 1
-fi
+write_report "${name}_bench"
+report_failures
