@@ -300,10 +300,13 @@ impl<T: CompatStream> Compat<T> {
                     buf.clear();
                     buf.reserve(want);
                     let core = sealed::Sealed::core(&self.inner);
+                    // The socket was empty a moment ago: the last receive
+                    // came back short, or the inline one found nothing.
                     let op = Recv {
                         fd: core.fd.clone(),
                         buf,
                         carry: true,
+                        poll_first: true,
                     };
                     self.read = ReadState::InFlight(Op::submit(
                         &core.handle.shared,

@@ -41,6 +41,7 @@ impl DatagramCore {
             fd: self.fd.clone(),
             buf,
             carry: false,
+            poll_first: false,
         })
         .await
     }

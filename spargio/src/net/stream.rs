@@ -61,6 +61,7 @@ impl StreamCore {
             fd: self.fd.clone(),
             buf,
             carry: true,
+            poll_first: false,
         })
         .await
     }

@@ -15,7 +15,14 @@ pub(crate) struct Recv<B> {
     /// A stream receive: abandoned, it hands what it received to the
     /// stream's next receive (`op/carry.rs`). Datagram receives do not.
     pub(crate) carry: bool,
+    /// The socket was found empty just now: the kernel arms its poll at
+    /// once instead of trying the receive first (`IORING_RECVSEND_POLL_FIRST`),
+    /// which would fail with `EAGAIN` (a wasted `sock_recvmsg`).
+    pub(crate) poll_first: bool,
 }
+
+/// `IORING_RECVSEND_POLL_FIRST`, in the SQE's `ioprio`.
+const RECVSEND_POLL_FIRST: u16 = 1;
 
 // SAFETY: the SQE points into `buf`'s heap memory (IoBufMut's contract),
 // owned by this value.
@@ -24,7 +31,14 @@ unsafe impl<B: IoBufMut> OpKind for Recv<B> {
 
     fn build(&mut self) -> squeue::Entry {
         let len = u32::try_from(self.buf.bytes_total()).unwrap_or(u32::MAX);
-        opcode::Recv::new(types::Fd(self.fd.raw()), self.buf.stable_mut_ptr(), len).build()
+        let ioprio = if self.poll_first {
+            RECVSEND_POLL_FIRST
+        } else {
+            0
+        };
+        opcode::Recv::new(types::Fd(self.fd.raw()), self.buf.stable_mut_ptr(), len)
+            .ioprio(ioprio)
+            .build()
     }
 
     fn complete(mut self, done: Completion) -> BufResult<usize, B> {
