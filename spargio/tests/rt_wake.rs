@@ -227,3 +227,56 @@ fn idle_shards_of_an_oversubscribed_runtime_park() {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     every_idle_shard_parks(cpus * 2);
 }
+
+/// `busy_poll(true)`: idle shards poll and never block in the kernel, and
+/// everything still runs (cross-shard messages, a timer, a TCP echo, a
+/// clean shutdown).
+#[test]
+fn busy_polling_shards_never_park_and_still_serve() {
+    let rt = RuntimeBuilder::new()
+        .shards(2)
+        .busy_poll(true)
+        .build()
+        .unwrap();
+    let h = rt.handle();
+    exchange(&h, 1_000, 1);
+    let echoed = block_on(
+        h.spawn_pinned(0, async {
+            let handle = ShardCtx::current().unwrap().handle();
+            let listener = spargio::net::TcpListener::bind(&handle, "127.0.0.1:0")
+                .await
+                .unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = handle
+                .spawn_pinned(1, async move {
+                    let (s, _) = listener.accept().await.unwrap();
+                    let (n, buf) = s.recv_owned(vec![0u8; 64]).await.unwrap();
+                    s.write_all_owned(buf[..n].to_vec()).await.unwrap();
+                })
+                .unwrap();
+            let c = spargio::net::TcpStream::connect(&handle, addr)
+                .await
+                .unwrap();
+            c.write_all_owned(b"busy".to_vec()).await.unwrap();
+            spargio::time::sleep(Duration::from_millis(5)).await;
+            let (n, buf) = c.recv_owned(vec![0u8; 64]).await.unwrap();
+            server.await.unwrap();
+            buf[..n].to_vec()
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(echoed, b"busy");
+    // Idle time in which a default runtime parks (`idle_shards_park`).
+    std::thread::sleep(Duration::from_millis(50));
+    let snap = h.stats_snapshot();
+    assert!(
+        snap.shards.iter().all(|s| s.counters.parks == 0),
+        "a busy-polling shard parked: {:?}",
+        snap.shards
+            .iter()
+            .map(|s| s.counters.parks)
+            .collect::<Vec<_>>()
+    );
+    within_hang_bound(move || drop(rt));
+}

@@ -62,6 +62,7 @@ pub struct RuntimeBuilder {
     msg_ring_queue_capacity: usize,
     hot: HotConfig,
     spin_before_park: Duration,
+    busy_poll: bool,
     max_blocking_threads: usize,
     blocking_keep_alive: Duration,
     stall: StallConfig,
@@ -94,6 +95,7 @@ impl Default for RuntimeBuilder {
             msg_ring_queue_capacity: 4096,
             hot: HotConfig::default(),
             spin_before_park: Duration::from_micros(50),
+            busy_poll: false,
             max_blocking_threads: 512,
             #[cfg(feature = "tokio-compat")]
             tokio_compat: None,
@@ -395,6 +397,27 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Latency mode: an idle shard keeps polling its sources (its queues,
+    /// its ring's completions, timers, steals) and never blocks in the
+    /// kernel, so a wakeup never waits for a thread to be scheduled and
+    /// other shards never ring its doorbell. Each shard takes a whole CPU
+    /// for as long as the runtime lives, idle or not: use it with at most
+    /// as many shards as CPUs you can give away (with
+    /// [`thread_affinity`](Self::thread_affinity), one each), for
+    /// request/response paths where microseconds count. The adaptive spin,
+    /// its contention check and its backoff ([`spin_before_park`](Self::spin_before_park))
+    /// do not apply. Default off: an idle runtime takes no CPU.
+    ///
+    /// ```
+    /// let rt = spargio::Runtime::builder().shards(1).busy_poll(true).build()?;
+    /// assert_eq!(spargio::block_on(rt.handle().spawn_pinned(0, async { 7 })?)?, 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn busy_poll(mut self, on: bool) -> Self {
+        self.busy_poll = on;
+        self
+    }
+
     /// The stall detector: a task poll that holds its shard's thread
     /// longer than `threshold` (a blocking call or a long computation in
     /// async code: every task on that shard waits meanwhile) is reported
@@ -593,6 +616,7 @@ impl RuntimeBuilder {
             msg_queue_capacity: self.msg_ring_queue_capacity,
             hot: self.hot,
             spin_before_park: self.spin_before_park,
+            busy_poll: self.busy_poll,
             stall: self.stall.clone(),
             max_blocking_threads: self.max_blocking_threads,
             blocking_keep_alive: self.blocking_keep_alive,
@@ -631,6 +655,8 @@ pub(crate) struct Config {
     /// Hot-tag lanes (`messaging/hot.rs`).
     pub(crate) hot: HotConfig,
     pub(crate) spin_before_park: Duration,
+    /// Idle shards poll and never park (`RuntimeBuilder::busy_poll`).
+    pub(crate) busy_poll: bool,
     pub(crate) max_blocking_threads: usize,
     pub(crate) blocking_keep_alive: Duration,
     pub(crate) steal: StealConfig,

@@ -523,6 +523,9 @@ impl Worker {
         if (!polled && self.poll_sources()) || self.steal_work() {
             return true;
         }
+        if self.shared.config.busy_poll {
+            return self.busy_poll();
+        }
         // The last spin found another shard waiting for this CPU: sleep,
         // so it runs here and the wakeup places this shard anew.
         let cede = self.take_cede();
@@ -624,6 +627,20 @@ impl Worker {
     }
 
     /// One idle poll of every source; true when there is something to run.
+    /// `RuntimeBuilder::busy_poll`: polls every source until one has
+    /// work (or the runtime closes), never parking. Published as spinning
+    /// for the whole time, so wakers skip this shard's doorbell.
+    fn busy_poll(&self) -> bool {
+        self.me().wake.set_spinning();
+        self.shared.idle.spin_begin();
+        while !self.poll_sources() && !self.steal_work() {
+            std::hint::spin_loop();
+        }
+        self.me().wake.set_running();
+        self.shared.idle.spin_end();
+        true
+    }
+
     fn poll_sources(&self) -> bool {
         self.maintenance();
         !self.queue.is_empty(&self.me().lifo)
