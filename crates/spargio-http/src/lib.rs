@@ -40,6 +40,8 @@ pub mod client;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 mod grpc_timeout;
+#[cfg(feature = "http3")]
+mod h3_body;
 pub mod layer;
 pub mod rt;
 pub mod server;

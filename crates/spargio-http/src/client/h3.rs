@@ -29,12 +29,13 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use http::{HeaderMap, Method, Request, Response, Uri};
+use http::{Method, Request, Response, Uri};
 use http_body::{Body, Frame};
 use spargio::RuntimeHandle;
 use spargio_quic::{H3BidiStream, H3Connection, H3OpenStreams, QuicConnection, QuicEndpoint};
 
 use super::{Error, Kind};
+use crate::h3_body::BodyState as State;
 use crate::BoxError;
 
 type SendRequest = h3::client::SendRequest<H3OpenStreams, Bytes>;
@@ -525,13 +526,6 @@ pub struct H3ResponseBody {
     state: State,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Data,
-    Trailers,
-    Done,
-}
-
 impl fmt::Debug for H3ResponseBody {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("H3ResponseBody")
@@ -554,37 +548,11 @@ impl Body for H3ResponseBody {
     type Error = BoxError;
 
     fn poll_frame(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        loop {
-            match self.state {
-                State::Data => match std::task::ready!(self.stream.poll_recv_data(cx)) {
-                    Ok(Some(mut buf)) => {
-                        let bytes = buf.copy_to_bytes(buf.remaining());
-                        if !bytes.is_empty() {
-                            return Poll::Ready(Some(Ok(Frame::data(bytes))));
-                        }
-                    }
-                    Ok(None) => self.state = State::Trailers,
-                    Err(e) => {
-                        self.state = State::Done;
-                        return Poll::Ready(Some(Err(e.into())));
-                    }
-                },
-                State::Trailers => {
-                    let trailers: Result<Option<HeaderMap>, _> =
-                        std::task::ready!(self.stream.poll_recv_trailers(cx));
-                    self.state = State::Done;
-                    return Poll::Ready(match trailers {
-                        Ok(Some(t)) => Some(Ok(Frame::trailers(t))),
-                        Ok(None) => None,
-                        Err(e) => Some(Err(e.into())),
-                    });
-                }
-                State::Done => return Poll::Ready(None),
-            }
-        }
+        let this = self.get_mut();
+        crate::h3_body::poll_frame(&mut this.state, &mut this.stream, cx)
     }
 
     fn is_end_stream(&self) -> bool {

@@ -40,13 +40,14 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use http::{HeaderMap, Request, Response};
+use http::{Request, Response};
 use http_body::{Body, Frame};
 use spargio::sync::CancellationToken;
 use spargio_quic::{H3Connection, H3RecvStream, H3SendStream, QuicConnection, QuicEndpoint};
 
 use super::service::{HttpBody, PeerAddr};
 use super::BoxError;
+use crate::h3_body::BodyState;
 
 /// `H3_NO_ERROR` (RFC 9114, 8.1): the code of a graceful close.
 const H3_NO_ERROR: u64 = 0x100;
@@ -593,13 +594,6 @@ impl Drop for H3Body {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum BodyState {
-    Data,
-    Trailers,
-    Done,
-}
-
 impl fmt::Debug for H3Body {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("H3Body")
@@ -623,46 +617,12 @@ impl Body for H3Body {
     type Error = BoxError;
 
     fn poll_frame(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        loop {
-            match self.state {
-                BodyState::Data => match std::task::ready!(self
-                    .recv
-                    .as_mut()
-                    .expect("a live body holds its stream")
-                    .poll_recv_data(cx))
-                {
-                    Ok(Some(mut buf)) => {
-                        let bytes = buf.copy_to_bytes(buf.remaining());
-                        if bytes.is_empty() {
-                            continue;
-                        }
-                        return Poll::Ready(Some(Ok(Frame::data(bytes))));
-                    }
-                    Ok(None) => self.state = BodyState::Trailers,
-                    Err(e) => {
-                        self.state = BodyState::Done;
-                        return Poll::Ready(Some(Err(e.into())));
-                    }
-                },
-                BodyState::Trailers => {
-                    let trailers: Result<Option<HeaderMap>, _> = std::task::ready!(self
-                        .recv
-                        .as_mut()
-                        .expect("a live body holds its stream")
-                        .poll_recv_trailers(cx));
-                    self.state = BodyState::Done;
-                    return Poll::Ready(match trailers {
-                        Ok(Some(t)) => Some(Ok(Frame::trailers(t))),
-                        Ok(None) => None,
-                        Err(e) => Some(Err(e.into())),
-                    });
-                }
-                BodyState::Done => return Poll::Ready(None),
-            }
-        }
+        let this = self.get_mut();
+        let recv = this.recv.as_mut().expect("a live body holds its stream");
+        crate::h3_body::poll_frame(&mut this.state, recv, cx)
     }
 
     fn is_end_stream(&self) -> bool {
