@@ -69,7 +69,8 @@
 //! spargio's per-shard counters per iteration (operations, polls, parks,
 //! doorbells, messages). `SPARGIO_BENCH_SPIN_BEFORE_PARK_US=n` sets the
 //! spargio runtime's `spin_before_park` (default: the runtime's, 50 µs), for
-//! A/B runs.
+//! A/B runs; `SPARGIO_BENCH_BUSY_POLL=1` builds it with `busy_poll(true)`
+//! (the latency mode).
 //!
 //! As in the other benches, every variant's iteration starts on the
 //! benchmark thread, hands the work to a runtime worker and waits for it.

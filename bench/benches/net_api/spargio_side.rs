@@ -201,6 +201,9 @@ impl Side {
         if let Some(us) = env_u64("SPARGIO_BENCH_SPIN_BEFORE_PARK_US") {
             builder = builder.spin_before_park(std::time::Duration::from_micros(us));
         }
+        if std::env::var_os("SPARGIO_BENCH_BUSY_POLL").is_some_and(|v| v == "1") {
+            builder = builder.busy_poll(true);
+        }
         let rt = builder.build().expect("spargio runtime");
         let handle = rt.handle();
         let h = handle.clone();
