@@ -3,10 +3,11 @@
 //! and fd counting.
 #![allow(dead_code)]
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -93,7 +94,40 @@ pub fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'st
 pub struct AppState {
     /// Requests inside `/slow` right now.
     pub in_slow: Arc<AtomicUsize>,
+    /// What `/load/{ms}` handled.
+    pub load: Arc<LoadCounts>,
 }
+
+/// Requests `/load/{ms}` handled: a test that stops the server under load
+/// compares them with what its clients received.
+#[derive(Default)]
+pub struct LoadCounts {
+    /// Handlers that began (the request was accepted and its body read).
+    pub began: AtomicUsize,
+    /// Handlers that returned their response.
+    pub answered: AtomicUsize,
+    /// POSTs among `answered`.
+    pub answered_posts: AtomicUsize,
+    /// Handlers that returned after `stopping` was set.
+    pub answered_after_stop: AtomicUsize,
+    /// Set by the test just before it stops the server.
+    pub stopping: AtomicBool,
+    /// While set, handlers that begin wait for `release` (so the test can
+    /// stop the server with requests surely in flight).
+    pub hold: AtomicBool,
+    /// Handlers that waited for `release`.
+    pub held: AtomicUsize,
+    /// Lets the held handlers go on.
+    pub release: CancellationToken,
+    /// The `x-load-id` header of each request whose handler began.
+    pub ids: Mutex<HashSet<String>>,
+    /// The peer address of each connection a handler began a request of
+    /// (needs `ConnectInfo`).
+    pub peers: Mutex<HashSet<SocketAddr>>,
+}
+
+/// The body of `GET /load/{ms}`: `pattern(LOAD_GET_BYTES)`.
+pub const LOAD_GET_BYTES: usize = 16 * 1024;
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub struct Item {
@@ -111,7 +145,9 @@ pub fn pattern(len: usize) -> Vec<u8> {
 /// The app every test serves:
 /// `GET /` hello; `POST /json` echoes an `Item` with `n + 1`;
 /// `GET /peer` the peer address (ConnectInfo); `GET /slow/{ms}` answers
-/// after `ms`; `GET /big/{len}` `len` pattern bytes; `POST /echo` the body.
+/// after `ms`; `GET /big/{len}` `len` pattern bytes; `POST /echo` the body;
+/// `GET /load/{ms}` `LOAD_GET_BYTES` pattern bytes and `POST /load/{ms}`
+/// the body, both after `ms`, counted in `AppState::load`.
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/", get(|| async { "hello from spargio-http" }))
@@ -144,11 +180,47 @@ pub fn app(state: AppState) -> Router {
             get(|Path(len): Path<usize>| async move { pattern(len) }),
         )
         .route("/echo", post(|body: axum::body::Bytes| async move { body }))
+        .route("/load/{ms}", get(load).post(load))
         .route(
             "/shard",
             get(|| async { spargio::ShardCtx::current().unwrap().shard_id().to_string() }),
         )
         .with_state(state)
+}
+
+async fn load(
+    State(st): State<AppState>,
+    Path(ms): Path<u64>,
+    req: axum::extract::Request,
+) -> Result<axum::body::Bytes, http::StatusCode> {
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .map_err(|_| http::StatusCode::BAD_REQUEST)?;
+    let load = &st.load;
+    load.began.fetch_add(1, Ordering::SeqCst);
+    if let Some(id) = parts.headers.get("x-load-id").and_then(|v| v.to_str().ok()) {
+        load.ids.lock().unwrap().insert(id.to_owned());
+    }
+    if let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() {
+        load.peers.lock().unwrap().insert(*peer);
+    }
+    if load.hold.load(Ordering::SeqCst) {
+        load.held.fetch_add(1, Ordering::SeqCst);
+        load.release.cancelled().await;
+    }
+    spargio::time::sleep(Duration::from_millis(ms)).await;
+    let resp = if parts.method == http::Method::POST {
+        load.answered_posts.fetch_add(1, Ordering::SeqCst);
+        body
+    } else {
+        pattern(LOAD_GET_BYTES).into()
+    };
+    if load.stopping.load(Ordering::SeqCst) {
+        load.answered_after_stop.fetch_add(1, Ordering::SeqCst);
+    }
+    load.answered.fetch_add(1, Ordering::SeqCst);
+    Ok(resp)
 }
 
 /// A server on a runtime of its own (2 shards), stopped gracefully by

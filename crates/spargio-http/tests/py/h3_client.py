@@ -29,7 +29,7 @@ Usage:
                  printed for it (it counts as "cancelled")
   --server-name  TLS SNI and certificate name to verify (default localhost)
   --timeout      overall limit in seconds (default 120); requests not
-                 finished by then are errors
+                 finished (or not started) by then are errors
 
 Request headers: :method, :scheme https, :authority, :path, user-agent:
 spargio-test-h3-client, and content-length with --body-bytes N > 0.
@@ -56,28 +56,42 @@ Output on stdout, one JSON object per line:
     1xx responses are skipped
   once, at the end:
     {"done": true, "ok": <completed requests with a 2xx status>,
-     "errors": <requests that did not complete>,
+     "errors": <requests that were sent and failed, other than rejected>,
+     "rejected": <requests the server refused unprocessed>,
+     "not_started": <requests never sent>,
      "cancelled": <requests cancelled by --cancel-after-bytes>,
      "goaway": <connections that received an HTTP/3 GOAWAY>,
-     "conns": [{"conn": k, "goaway": <bool>,
+     "conns": [{"conn": k, "goaway": <bool>, "goaway_id": <int or null>,
                 "peer_close_code": <int or null>}, ...]}
-    peer_close_code is null when the client closed the connection first
-    (or never connected); otherwise the error code that ended it: the
-    server's CONNECTION_CLOSE code (e.g. 256 = H3_NO_ERROR), or 0 after
-    an idle timeout
+    every request is counted once: completed (any status), errors,
+    rejected, not_started or cancelled; goaway_id is the stream ID of
+    the server's last GOAWAY (null without one); peer_close_code is null
+    when the client closed the connection first (or never connected);
+    otherwise the error code that ended it: the server's CONNECTION_CLOSE
+    code (e.g. 256 = H3_NO_ERROR), or 0 after an idle timeout
 Exit status 0 if every request completed (or was cancelled as asked),
-whatever its status; 1 otherwise. Each failure is described on stderr
-("ERROR conn=<k> ...").
+whatever its status; 1 otherwise (errors, rejected or not started
+requests). Each failure is described on stderr ("ERROR conn=<k> ..."),
+and each rejected or not started request too ("REJECTED conn=<k> ...",
+"NOT STARTED conn=<k> ...").
 
 A request fails when the server resets its stream, the connection closes
-before its response ends, or the timeout passes. After a GOAWAY (or a
-close by the server), the connection starts no further request; those
-not started are errors.
+before its response ends, or the timeout passes. It counts as rejected
+(RFC 9114, 4.1.1 and 5.2: the server did not process it) instead of an
+error if no response HEADERS had arrived and either the server reset the
+stream or stopped it with H3_REQUEST_REJECTED (0x10b), or the server had
+sent a GOAWAY whose stream ID is at or below the request's stream ID
+(checked when it fails). After a GOAWAY (or a close by the server), the
+connection starts no further request; those are not started. Requests
+of a connection that could not connect, and requests not finished (or
+not started) when the timeout passes, are errors.
 
 aioquic 1.7.2 (the version this was written against) raises no event for
 a received GOAWAY (it parses and drops the frame); this client notices it
-by overriding H3Connection._check_control_frame_type (private), so the
-GOAWAY's stream ID is not available. aioquic is pure Python and its cost
+by overriding H3Connection._check_control_frame_type (private), and
+reads the GOAWAY's stream ID with a parser of its own that follows the
+server's control stream (H3Connection.handle_event is overridden to see
+the stream data first). aioquic is pure Python and its cost
 per packet grows with the number of open streams: 16 MiB on one stream
 takes about 2-3 s on loopback, 100 concurrent 1 MiB responses about 25 s.
 """
@@ -91,13 +105,15 @@ import sys
 from urllib.parse import urlsplit
 
 from aioquic.asyncio import QuicConnectionProtocol, connect
-from aioquic.h3.connection import H3_ALPN, ErrorCode, FrameType, H3Connection
+from aioquic.buffer import Buffer, BufferReadError
+from aioquic.h3.connection import H3_ALPN, ErrorCode, FrameType, H3Connection, StreamType
 from aioquic.h3.events import DataReceived, H3Event, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import (
     ConnectionTerminated,
     QuicEvent,
     StopSendingReceived,
+    StreamDataReceived,
     StreamReset,
 )
 
@@ -119,18 +135,83 @@ def emit(obj):
     print(json.dumps(obj), flush=True)
 
 
+def report(kind, msg):
+    print(f"{kind} {msg}", file=sys.stderr, flush=True)
+
+
 def error(msg):
-    print(f"ERROR {msg}", file=sys.stderr, flush=True)
+    report("ERROR", msg)
 
 
 class RequestFailed(Exception):
-    pass
+    """A request that failed; rejected if the server refused it unprocessed."""
+
+    def __init__(self, msg, rejected=False):
+        super().__init__(msg)
+        self.rejected = rejected
+
+
+class ControlScanner:
+    """Reads the GOAWAY frames of one server-initiated unidirectional stream.
+
+    The stream's type comes first; any other type than the control stream
+    is ignored. Other frames' payloads are skipped as they arrive.
+    """
+
+    def __init__(self):
+        self.buf = b""
+        self.control = None  # unknown until the stream type is read
+        self.skip = 0  # payload bytes of a frame still to skip
+
+    def feed(self, data):
+        """The stream IDs of the GOAWAY frames completed by data."""
+        ids = []
+        if self.control is False:
+            return ids
+        self.buf += data
+        while True:
+            if self.skip:
+                n = min(self.skip, len(self.buf))
+                self.buf = self.buf[n:]
+                self.skip -= n
+                if self.skip:
+                    return ids
+            buf = Buffer(data=self.buf)
+            try:
+                if self.control is None:
+                    self.control = buf.pull_uint_var() == StreamType.CONTROL
+                    if not self.control:
+                        self.buf = b""
+                        return ids
+                else:
+                    frame_type = buf.pull_uint_var()
+                    size = buf.pull_uint_var()
+                    if frame_type == FrameType.GOAWAY:
+                        ids.append(Buffer(data=buf.pull_bytes(size)).pull_uint_var())
+                    else:
+                        self.skip = size
+            except BufferReadError:
+                return ids  # an incomplete varint or frame: wait for more
+            self.buf = self.buf[buf.tell() :]
 
 
 class H3ClientConnection(H3Connection):
-    """H3Connection that remembers whether the server sent GOAWAY."""
+    """H3Connection that remembers whether the server sent GOAWAY, and its ID."""
 
     goaway_received = False
+    goaway_id = None  # the stream ID of the last GOAWAY
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._scanners = {}  # server unidirectional stream id -> ControlScanner
+
+    def handle_event(self, event):
+        # Server-initiated unidirectional streams have IDs 3 mod 4.
+        if isinstance(event, StreamDataReceived) and event.stream_id % 4 == 3:
+            scanner = self._scanners.setdefault(event.stream_id, ControlScanner())
+            for goaway_id in scanner.feed(event.data):
+                self.goaway_id = goaway_id
+        return super().handle_event(event)
 
     def _check_control_frame_type(self, frame_type):
         super()._check_control_frame_type(frame_type)
@@ -169,9 +250,9 @@ class Response:
         self.sha256 = hashlib.sha256()
         self.done = asyncio.get_running_loop().create_future()
 
-    def fail(self, msg):
+    def fail(self, msg, rejected=False):
         if not self.done.done():
-            self.done.set_exception(RequestFailed(msg))
+            self.done.set_exception(RequestFailed(msg, rejected=rejected and self.status is None))
 
     def finish(self):
         if not self.done.done():
@@ -209,6 +290,10 @@ class H3Client(QuicConnectionProtocol):
     def goaway(self):
         return self.h3.goaway_received
 
+    def above_goaway(self, stream_id):
+        """Whether a GOAWAY from the server says it did not process stream_id."""
+        return self.h3.goaway_id is not None and stream_id >= self.h3.goaway_id
+
     def quic_event_received(self, event: QuicEvent):
         if isinstance(event, ConnectionTerminated):
             self.terminated = True
@@ -216,7 +301,7 @@ class H3Client(QuicConnectionProtocol):
                 self.peer_close_code = event.error_code
             why = f"connection closed (code {event.error_code:#x} {event.reason_phrase!r})"
             for resp in self.responses.values():
-                resp.fail(why)
+                resp.fail(why, rejected=self.above_goaway(resp.stream_id))
             self._wake()
             return
         for h3_event in self.h3.handle_event(event):
@@ -224,7 +309,12 @@ class H3Client(QuicConnectionProtocol):
         if isinstance(event, StreamReset):
             resp = self.responses.get(event.stream_id)
             if resp is not None:
-                resp.fail(f"stream {event.stream_id} reset by the server (code {event.error_code:#x})")
+                rejected = event.error_code == ErrorCode.H3_REQUEST_REJECTED or self.above_goaway(event.stream_id)
+                resp.fail(f"stream {event.stream_id} reset by the server (code {event.error_code:#x})", rejected)
+        if isinstance(event, StopSendingReceived) and event.error_code == ErrorCode.H3_REQUEST_REJECTED:
+            resp = self.responses.get(event.stream_id)
+            if resp is not None:
+                resp.fail(f"stream {event.stream_id} stopped by the server (code {event.error_code:#x})", True)
         if isinstance(event, (StreamReset, StopSendingReceived)):
             self._wake()
 
@@ -364,12 +454,14 @@ class Tally:
         self.ok = 0
         self.completed = 0
         self.cancelled = 0
+        self.rejected = 0
+        self.not_started = 0
         self.conns = {}
 
 
 async def run_connection(k, args, target, config, tally):
     host, port, authority, path = target
-    info = tally.conns[k] = {"conn": k, "goaway": False, "peer_close_code": None}
+    info = tally.conns[k] = {"conn": k, "goaway": False, "goaway_id": None, "peer_close_code": None}
     try:
         async with connect(host, port, configuration=config, create_protocol=H3Client) as client:
             requests = iter(range(args.requests))
@@ -378,7 +470,8 @@ async def run_connection(k, args, target, config, tally):
                 for i in requests:
                     if client.goaway or client.terminated:
                         why = "GOAWAY" if client.goaway else "connection closed"
-                        error(f"conn={k} request={i}: not sent ({why})")
+                        tally.not_started += 1
+                        report("NOT STARTED", f"conn={k} request={i}: not sent ({why})")
                         continue
                     try:
                         if args.cancel_after_bytes is not None:
@@ -387,7 +480,11 @@ async def run_connection(k, args, target, config, tally):
                             continue
                         resp = await client.request(args.method, authority, path, args.body_bytes)
                     except RequestFailed as e:
-                        error(f"conn={k} request={i}: {e}")
+                        if e.rejected:
+                            tally.rejected += 1
+                            report("REJECTED", f"conn={k} request={i}: {e}")
+                        else:
+                            error(f"conn={k} request={i}: {e}")
                         continue
                     except Exception as e:  # a local failure: count it, go on
                         error(f"conn={k} request={i}: {e!r}")
@@ -413,6 +510,7 @@ async def run_connection(k, args, target, config, tally):
                 await client.finish()
             finally:
                 info["goaway"] = client.goaway
+                info["goaway_id"] = client.h3.goaway_id
                 info["peer_close_code"] = client.peer_close_code
     except ConnectionError as e:
         error(f"conn={k}: {e!r}")
@@ -451,19 +549,26 @@ async def main(args):
         await asyncio.wait(pending, timeout=3.0)
 
     total = args.connections * args.requests
-    errors = total - tally.completed - tally.cancelled
-    conns = [tally.conns.get(k, {"conn": k, "goaway": False, "peer_close_code": None}) for k in range(args.connections)]
+    # Failed requests, and those on a connection that could not connect or
+    # not finished (or not started) when the timeout passed.
+    errors = total - tally.completed - tally.cancelled - tally.rejected - tally.not_started
+    conns = [
+        tally.conns.get(k, {"conn": k, "goaway": False, "goaway_id": None, "peer_close_code": None})
+        for k in range(args.connections)
+    ]
     emit(
         {
             "done": True,
             "ok": tally.ok,
             "errors": errors,
+            "rejected": tally.rejected,
+            "not_started": tally.not_started,
             "cancelled": tally.cancelled,
             "goaway": sum(1 for c in conns if c["goaway"]),
             "conns": conns,
         }
     )
-    return 0 if errors == 0 else 1
+    return 0 if errors == 0 and tally.rejected == 0 and tally.not_started == 0 else 1
 
 
 if __name__ == "__main__":

@@ -157,11 +157,15 @@ check "GET /hello after the cancel" \
   --url "$base/hello"
 
 check "GOAWAY" \
-  'rc == 0 and done["ok"] == 1 and done["goaway"] == 1 and res[0]["sha256"] == sha(b"bye")' \
+  'rc == 0 and done["ok"] == 1 and done["goaway"] == 1 and res[0]["sha256"] == sha(b"bye")
+   and done["conns"][0]["goaway_id"] == 4' \
   --url "$base/goaway"
 
-check "requests after GOAWAY fail" \
-  'rc == 1 and done["ok"] == 1 and done["errors"] == 2 and done["goaway"] == 1' \
+# The requests after the first are not sent or, sent before the GOAWAY
+# arrived, rejected by the server (H3_REQUEST_REJECTED).
+check "requests after GOAWAY not served" \
+  'rc == 1 and done["ok"] == 1 and done["errors"] == 0 and done["goaway"] == 1
+   and done["not_started"] + done["rejected"] == 2' \
   --url "$base/goaway" --requests 3
 
 kill -TERM "$server_pid"
