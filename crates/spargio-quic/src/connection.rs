@@ -222,6 +222,32 @@ impl QuicConnection {
         }
     }
 
+    /// Waits until the peer has acknowledged everything sent on the send
+    /// streams this side finished so far (or the connection has ended).
+    /// For a graceful close: [`close`](Self::close) discards what the
+    /// peer has not acknowledged yet, so a server that closes right after
+    /// its last response is handed over can cut that response short.
+    ///
+    /// Native backend: exact (quinn-proto reports each finished stream
+    /// once it is acknowledged in full). The bridge backend cannot observe
+    /// acknowledgements (quinn does not expose them per connection): it
+    /// waits three round trips plus 50 ms, at most a second, which covers
+    /// an acknowledgement and a repaired loss. Stay within a deadline of
+    /// your own (`spargio::time::timeout`): a peer that stops reading
+    /// keeps data unacknowledged.
+    pub async fn acknowledged(&self) -> io::Result<()> {
+        match &self.kind {
+            ConnKind::Native(c) => c.acknowledged().await,
+            ConnKind::Bridge(c) => {
+                let rtt = c.quinn().rtt();
+                let linger = (rtt * 3 + std::time::Duration::from_millis(50))
+                    .min(std::time::Duration::from_secs(1));
+                spargio::time::sleep(linger).await;
+                Ok(())
+            }
+        }
+    }
+
     /// Why the connection ended, if it has.
     pub fn close_reason(&self) -> Option<ConnectionError> {
         match &self.kind {

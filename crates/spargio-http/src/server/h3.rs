@@ -332,11 +332,17 @@ where
     // and finishes what it accepted.
     endpoint.set_server_config(None);
     drain.cancel();
+    let deadline = std::time::Instant::now() + grace;
     let all_closed = conns.below(1);
     if spargio::time::timeout(grace, all_closed).await.is_err() {
         abort.cancel();
         conns.below(1).await;
     }
+    // The connections' CONNECTION_CLOSE packets go out from the endpoint:
+    // returning (and dropping it) first could leave a client to find out
+    // at its idle timeout. Within what is left of the grace period.
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    let _ = spargio::time::timeout(left, endpoint.wait_idle()).await;
     Ok(())
 }
 
@@ -417,11 +423,28 @@ async fn serve_connection<S, B>(
         match next {
             Next::Drain => {
                 draining = true;
-                // GOAWAY: requests already sent are served, later ones
-                // are refused with H3_REQUEST_REJECTED by the client side.
-                if h3conn.shutdown(0).await.is_err() {
+                // GOAWAY with the first request stream id that will not be
+                // served (RFC 9114, 5.2): one past the last accepted. Every
+                // request accepted so far is served; h3 refuses the ones
+                // above that id, and the one *at* it, which h3 would still
+                // let through, is refused below.
+                if h3conn.shutdown(1).await.is_err() {
                     break;
                 }
+            }
+            Next::Request(Ok(Some(resolver))) if draining => {
+                // Accepted after the GOAWAY: at or above its id, so the
+                // client counts it as not processed (and may send it
+                // elsewhere). It must not run here.
+                let _ = requests.spawn_with_placement(
+                    spargio::TaskPlacement::Pinned(ctx.shard_id()),
+                    async move {
+                        if let Ok((_, mut stream)) = resolver.resolve_request().await {
+                            stream.stop_sending(h3::error::Code::H3_REQUEST_REJECTED);
+                            stream.stop_stream(h3::error::Code::H3_REQUEST_REJECTED);
+                        }
+                    },
+                );
             }
             Next::Abort => {
                 requests.cancel();
@@ -481,16 +504,15 @@ async fn serve_connection<S, B>(
         },
     )
     .await;
-    if done && draining && conn.close_reason().is_none() {
+    if done && conn.close_reason().is_none() {
         // A close discards stream data the peer has not acknowledged yet:
-        // the tail of the last responses. Give the peer time to take it
-        // (its ACK comes within an RTT plus its ACK delay; one loss
-        // repaired) before closing, unless the grace period ends first.
-        let rtt = conn.stats().path.rtt;
-        let linger = (rtt * 3 + Duration::from_millis(50)).min(Duration::from_secs(1));
+        // the tail of the last responses (a request task ends once its
+        // response is handed to QUIC, not once the peer has it). Wait
+        // until the peer has everything, unless the grace period ends
+        // first.
         let _ = race(
             async {
-                spargio::time::sleep(linger).await;
+                let _ = conn.acknowledged().await;
             },
             abort.cancelled(),
         )

@@ -14,7 +14,7 @@
 //! quinn-proto itself, so nothing is dropped), send buffers coming back
 //! after their send completed, and the stop request.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::future::poll_fn;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -111,6 +111,28 @@ pub(crate) struct ConnState {
     pub(crate) peer_certs: Option<Vec<Vec<u8>>>,
     pub(crate) datagrams_sent: u64,
     pub(crate) datagrams_received: u64,
+    /// Send streams finished here whose data the peer has not yet
+    /// acknowledged in full: added at `finish`, removed at quinn-proto's
+    /// `Finished` (all acknowledged) or `Stopped` event, or a reset. At most
+    /// the streams with data in flight.
+    pub(crate) unacked: HashSet<StreamId>,
+}
+
+impl ConnState {
+    /// `id` was finished: its data counts as unacknowledged until its
+    /// `Finished` event.
+    pub(crate) fn finished(&mut self, id: StreamId) {
+        self.unacked.insert(id);
+    }
+
+    /// `id` needs no acknowledgement any more (all acknowledged, stopped
+    /// by the peer, or reset here); wakes the `Acked` waiters once none is
+    /// left.
+    pub(crate) fn settled(&mut self, id: StreamId, wakers: &mut Vec<Waker>) {
+        if self.unacked.remove(&id) && self.unacked.is_empty() {
+            self.waiters.take(WaitKind::Acked, wakers);
+        }
+    }
 }
 
 /// What one attempt of an operation decided.
@@ -139,6 +161,7 @@ impl ConnInner {
                 peer_certs: None,
                 datagrams_sent: 0,
                 datagrams_received: 0,
+                unacked: HashSet::new(),
             }),
             mailbox: Mutex::new(Mailbox::default()),
             notified: AtomicBool::new(false),
@@ -525,6 +548,19 @@ impl ConnInner {
             .await;
         // `run` fails only when registering fails, which `Closed` never does.
         r.unwrap_or(ConnectionError::LocallyClosed)
+    }
+
+    /// Waits until no send stream finished here has data the peer has not
+    /// acknowledged (or the connection ended).
+    pub(crate) async fn acknowledged(self: &Arc<Self>) -> io::Result<()> {
+        self.run(|st, _| {
+            if st.unacked.is_empty() || st.error.is_some() {
+                Step::Done(Ok(()))
+            } else {
+                Step::Wait(WaitKind::Acked)
+            }
+        })
+        .await
     }
 
     /// Waits for the handshake (client side).

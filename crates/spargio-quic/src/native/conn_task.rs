@@ -355,6 +355,9 @@ impl ConnTask {
                 st.waiters.take_all(&mut self.wakers);
             }
             Event::Stream(se) => {
+                if let StreamEvent::Finished { id } | StreamEvent::Stopped { id, .. } = se {
+                    st.settled(id, &mut self.wakers);
+                }
                 let kind = match se {
                     StreamEvent::Opened { dir } => WaitKind::Accept(dir),
                     StreamEvent::Readable { id } => WaitKind::Read(id),

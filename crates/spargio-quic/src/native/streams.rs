@@ -35,7 +35,7 @@ use bytes::Bytes;
 use quinn_proto::{Chunks, FinishError, ReadError, ReadableError, StreamId, VarInt, WriteError};
 
 use super::conn::{ConnRef, ConnState, Step};
-use super::waiters::WaitKind;
+use super::waiters::{wake_all, WaitKind};
 use crate::error::{from_connection_error, from_read_error, from_write_error};
 
 fn closed_stream(st: &ConnState) -> io::Error {
@@ -190,7 +190,10 @@ impl NativeSend {
         let res = {
             let mut st = self.conn.lock();
             match st.conn.send_stream(self.id).finish() {
-                Ok(()) => Ok(()),
+                Ok(()) => {
+                    st.finished(self.id);
+                    Ok(())
+                }
                 Err(FinishError::Stopped(code)) => Err(from_write_error(WriteError::Stopped(code))),
                 Err(FinishError::ClosedStream) => Err(closed_stream(&st)),
             }
@@ -224,6 +227,10 @@ impl NativeSend {
                 .reset(code)
                 .map_err(|_| closed_stream(&st))
         };
+        // A reset after `finish` ends the wait for its acknowledgement.
+        let mut wakers = Vec::new();
+        self.conn.lock().settled(self.id, &mut wakers);
+        wake_all(&mut wakers);
         self.end = SendEnd::Reset;
         self.conn.mark_dirty();
         res
@@ -261,7 +268,9 @@ impl Drop for NativeSend {
             }
             if open {
                 // As quinn: an unfinished, unreset stream is finished on drop.
-                let _ = st.conn.send_stream(self.id).finish();
+                if st.conn.send_stream(self.id).finish().is_ok() {
+                    st.finished(self.id);
+                }
             }
         }
         if open {

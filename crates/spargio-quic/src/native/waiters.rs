@@ -25,6 +25,9 @@ pub(crate) enum WaitKind {
     Datagram,
     /// The connection to close.
     Closed,
+    /// Every finished send stream to be acknowledged in full
+    /// (`ConnState::unacked`).
+    Acked,
 }
 
 /// A unique key per waiting future (so a re-poll replaces its own waker
