@@ -25,10 +25,14 @@
 //!   [`serve`](crate::serve) does.
 //! * **Graceful shutdown.** [`ServeH3::with_graceful_shutdown`]: when the
 //!   signal completes, the endpoint refuses new handshakes, and every
-//!   connection sends `GOAWAY`, finishes the requests it accepted (an idle
-//!   one at once) and closes with `H3_NO_ERROR`; the server's future
-//!   returns when all are closed, or after `grace_period` (30 s), when
-//!   the rest are closed at once.
+//!   connection sends `GOAWAY` (with the id of the first request it will
+//!   not serve: a request at or above it is refused with
+//!   `H3_REQUEST_REJECTED`, which a client may safely send elsewhere),
+//!   finishes the requests it accepted (an idle one at once), waits until
+//!   the client has acknowledged every response (a close discards what is
+//!   unacknowledged) and closes with `H3_NO_ERROR`; the server's future
+//!   returns when all are closed and their closes sent, or after
+//!   `grace_period` (30 s), when the rest are closed at once.
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
