@@ -6,12 +6,17 @@
 //!   flight at all times (a new read starts as soon as one finishes).
 //! * `fs_metadata_rtt`: 256 metadata lookups per iteration, one at a time,
 //!   cycling over 64 small files.
+//! * `fs_read_whole_file_4k`, `fs_read_whole_file_1m`: 32 whole-file reads
+//!   (`fs::read`: open, read to the end, close) per iteration, one at a
+//!   time, of a 4 KiB and a 1 MiB file.
 //!
 //! The fixtures live in a temporary directory created once at start-up and
 //! removed at the end; the data file is read once before any measurement,
-//! so every read hits the page cache. Every read is checked (full 4 KiB, and
+//! so every read hits the page cache (the whole-file fixtures were just
+//! written, so they are in it too). Every read is checked (full 4 KiB, and
 //! the block index stamped in its first 8 bytes), every lookup's size is
-//! summed and checked.
+//! summed and checked, every whole-file read's length and first and last
+//! block stamps are checked.
 //!
 //! Variants, each with 2 runtime worker threads and its runtimes built
 //! once, outside the measurement:
@@ -20,19 +25,38 @@
 //!   `std::fs::File` (what `tokio::fs` does), the buffer moved into the
 //!   closure and back out so it is reused; depth 32 keeps 32 such reads in a
 //!   `JoinSet` (tokio's blocking pool runs them). Metadata is
-//!   `tokio::fs::metadata`.
+//!   `tokio::fs::metadata`, whole files `tokio::fs::read` (both on the
+//!   blocking pool).
+//! * tokio with io_uring (`tokio_uring_*`, only built with
+//!   `RUSTFLAGS="--cfg tokio_unstable"` and the `tokio-uring` feature):
+//!   `new_multi_thread().worker_threads(2).enable_io_uring()`. tokio 1.54
+//!   sends `tokio::fs::File::open` (`OPENAT`), `File`'s `AsyncRead`
+//!   (`READ` at the file position) and `tokio::fs::read` (`OPENAT`,
+//!   `STATX`, `READ`s) through one ring per runtime. `tokio::fs::File` has
+//!   no positional read (the ring's `read_at` is crate-private) and a `File`
+//!   runs one operation at a time, so a read at an offset is
+//!   `seek(SeekFrom::Start)` (an `lseek` on the blocking pool: tokio's
+//!   `start_seek` is `spawn_blocking`) then `read_exact` (one ring `READ`):
+//!   `tokio_uring_seek_read_*`. `tokio_uring_dup_lseek_read_*` (not
+//!   idiomatic: the ring read's floor) moves the position with a plain
+//!   `lseek` on a duplicate `std::fs::File` of the descriptor instead. Depth
+//!   32 is a `JoinSet` of 32 tasks, each with its own `File` (32 opened
+//!   once), a new task as soon as one ends. `tokio::fs::metadata`
+//!   does not use the ring (only `try_exists` and `fs::read` do `STATX`), so
+//!   `fs_metadata_rtt` has no such variant.
 //! * spargio (`spargio_*`): `shards(2)`; depth 1 is one stealable task doing
 //!   `File::read_at_into` with a reused buffer; depth 32 is one stealable
 //!   task per shard, each with 16 `read_at_into` futures in flight in a
 //!   `FuturesUnordered`. Metadata is `spargio::fs::metadata_lite` (native
-//!   `IORING_OP_STATX`) from one stealable task.
+//!   `IORING_OP_STATX`) from one stealable task, whole files
+//!   `spargio::fs::read` from one stealable task.
 //! * compio (`compio_*`): two persistent compio runtimes, one per thread
 //!   (compio is thread-per-core), the data file opened on each;
 //!   `compio::fs::File` with `AsyncReadAt::read_at` and reused buffers.
-//!   Depth 1 and metadata (`compio::fs::metadata`, native `STATX`) are a
-//!   serial stream, so they run on one runtime; depth 32 is split over both,
-//!   16 in flight on each, with the same `FuturesUnordered` driver as
-//!   spargio.
+//!   Depth 1, metadata (`compio::fs::metadata`, native `STATX`) and whole
+//!   files (`compio::fs::read`) are a serial stream, so they run on one
+//!   runtime; depth 32 is split over both, 16 in flight on each, with the
+//!   same `FuturesUnordered` driver as spargio.
 //!
 //! As in the other benches, every variant's iteration starts on the
 //! benchmark thread, hands the work to a runtime worker and waits for it,
@@ -40,6 +64,13 @@
 
 #[path = "common/cpu.rs"]
 mod cpu;
+
+// tokio's `io-uring` feature only exists under `--cfg tokio_unstable`:
+// without it the `tokio_uring_*` variants would silently not be built.
+#[cfg(all(feature = "tokio-uring", not(tokio_unstable)))]
+compile_error!(
+    "feature `tokio-uring` needs RUSTFLAGS=\"--cfg tokio_unstable\" (see bench/README.md)"
+);
 
 use std::fs;
 use std::future::Future;
@@ -67,6 +98,13 @@ const QD: usize = 32;
 const META_FILES: usize = 64;
 /// Lookups per iteration of `fs_metadata_rtt`.
 const META_LOOKUPS: usize = 256;
+/// Sizes of the whole-file fixtures, with their group names.
+const WHOLE_FILES: [(usize, &str); 2] = [
+    (4 << 10, "fs_read_whole_file_4k"),
+    (1 << 20, "fs_read_whole_file_1m"),
+];
+/// Whole-file reads per iteration of `fs_read_whole_file_*`.
+const WHOLE_READS: usize = 32;
 /// Worker threads (tokio workers, spargio shards) on every side.
 const WORKERS: usize = 2;
 
@@ -132,6 +170,22 @@ fn part_of(reads: usize, part: usize, parts: usize) -> std::iter::StepBy<std::op
     (part..reads).step_by(parts)
 }
 
+/// Checks a whole-file read of fixture `which` (its length, and the block
+/// index stamped at the start of its first and last 4 KiB blocks) and
+/// returns its length.
+fn check_whole(which: usize, res: io::Result<Vec<u8>>) -> u64 {
+    let data = res.unwrap_or_else(|err| panic!("whole-file read failed: {err}"));
+    let size = WHOLE_FILES[which].0;
+    assert_eq!(data.len(), size, "whole-file read of the wrong length");
+    let last = size / BLOCK - 1;
+    for b in [0, last] {
+        let at = b * BLOCK;
+        let stamp = u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"));
+        assert_eq!(stamp, b as u64, "whole-file read: block {b} wrong");
+    }
+    data.len() as u64
+}
+
 fn read_buffers(n: usize, filled: bool) -> Vec<Vec<u8>> {
     (0..n)
         .map(|_| {
@@ -154,6 +208,8 @@ struct Fixture {
     meta: Arc<[PathBuf]>,
     /// Sum of the sizes of the `META_LOOKUPS` lookups of one iteration.
     meta_sum: u64,
+    /// The whole-file fixtures, one per `WHOLE_FILES` entry.
+    whole: Arc<[PathBuf]>,
 }
 
 impl Fixture {
@@ -189,11 +245,23 @@ impl Fixture {
             })
             .collect::<io::Result<_>>()?;
         let meta_sum = (0..META_LOOKUPS).map(|j| meta_len(j % META_FILES)).sum();
+        let whole: Vec<PathBuf> = WHOLE_FILES
+            .iter()
+            .map(|&(size, _)| {
+                let path = dir.join(format!("whole-{size}"));
+                let mut contents = vec![0x5Au8; size];
+                for (b, block) in contents.chunks_mut(BLOCK).enumerate() {
+                    block[..8].copy_from_slice(&(b as u64).to_le_bytes());
+                }
+                fs::write(&path, contents).map(|()| path)
+            })
+            .collect::<io::Result<_>>()?;
         Ok(Fixture {
             dir,
             data,
             meta: meta.into(),
             meta_sum,
+            whole: whole.into(),
         })
     }
 }
@@ -317,6 +385,179 @@ impl TokioSide {
                     .len();
             }
             (sum, bufs)
+        })
+    }
+
+    /// `reads` `tokio::fs::read`s of `path`, one at a time.
+    fn whole(&mut self, which: usize, path: &std::path::Path, reads: usize) -> u64 {
+        let path = path.to_owned();
+        self.run(move |_, bufs| async move {
+            let mut sum = 0;
+            for _ in 0..reads {
+                sum += check_whole(which, tokio::fs::read(&path).await);
+            }
+            (sum, bufs)
+        })
+    }
+}
+
+// ------------------------------------------------------ tokio with io_uring
+
+/// A data file opened by `tokio::fs::File::open` (ring `OPENAT`), and a
+/// `std::fs::File` duplicate of its descriptor (same open file, so the same
+/// file position) for [`Seek::Dup`].
+#[cfg(all(tokio_unstable, feature = "tokio-uring"))]
+struct UringFile {
+    file: tokio::fs::File,
+    dup: fs::File,
+}
+
+/// How a `tokio_uring_*` read moves the file position to its offset
+/// before its ring `READ` (tokio's `File` has no positional read).
+#[cfg(all(tokio_unstable, feature = "tokio-uring"))]
+#[derive(Clone, Copy)]
+enum Seek {
+    /// `AsyncSeekExt::seek`: what tokio offers, an `lseek` on the blocking
+    /// pool (tokio's `start_seek` is a `spawn_blocking`).
+    Tokio,
+    /// A plain `lseek` on the duplicate descriptor, inline in the task: not
+    /// something tokio offers (it relies on the ring read using the shared
+    /// file position), only to show what the ring read costs alone.
+    Dup,
+}
+
+/// tokio's io_uring file operations (tokio 1.54, `--cfg tokio_unstable`,
+/// feature `io-uring`): a multi-thread runtime with 2 workers and
+/// `enable_io_uring()` (the ring is made on the first file operation, one
+/// per runtime, and completions reach the workers through the I/O driver's
+/// epoll), and `QD` data files opened once (a `File` runs one operation at
+/// a time, so each read in flight needs its own).
+#[cfg(all(tokio_unstable, feature = "tokio-uring"))]
+struct TokioUringSide {
+    rt: tokio::runtime::Runtime,
+    /// Reused between iterations (moved into the driver task and back).
+    files: Option<Vec<UringFile>>,
+    bufs: Option<Vec<Vec<u8>>>,
+}
+
+#[cfg(all(tokio_unstable, feature = "tokio-uring"))]
+impl TokioUringSide {
+    fn new(fx: &Fixture) -> TokioUringSide {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(WORKERS)
+            .enable_io_uring()
+            .build()
+            .expect("tokio multi-thread runtime with io_uring");
+        let data = fx.data.clone();
+        let files = rt.block_on(async move {
+            let mut files = Vec::with_capacity(QD);
+            for _ in 0..QD {
+                let file = tokio::fs::File::open(&data).await.expect("open data file");
+                let dup = file.try_clone().await.expect("dup data file");
+                let dup = dup.try_into_std().expect("no operation in flight");
+                files.push(UringFile { file, dup });
+            }
+            files
+        });
+        TokioUringSide {
+            rt,
+            files: Some(files),
+            bufs: Some(read_buffers(QD, true)),
+        }
+    }
+
+    /// Runs `f(files, bufs)` as a task on the runtime and waits for it.
+    fn run<F, Fut>(&mut self, f: F) -> u64
+    where
+        F: FnOnce(Vec<UringFile>, Vec<Vec<u8>>) -> Fut,
+        Fut: Future<Output = (u64, Vec<UringFile>, Vec<Vec<u8>>)> + Send + 'static,
+    {
+        let files = self.files.take().expect("files are home");
+        let bufs = self.bufs.take().expect("buffers are home");
+        let task = f(files, bufs);
+        let (sum, files, bufs) = self
+            .rt
+            .block_on(async { tokio::spawn(task).await.expect("driver task") });
+        self.files = Some(files);
+        self.bufs = Some(bufs);
+        sum
+    }
+
+    /// Read `i` into `buf` through `f`: the file position moved to the
+    /// read's offset (`seek`), then `read_exact` (ring `READ`s at the file
+    /// position; one for a 4 KiB block from the page cache).
+    async fn read(f: &mut UringFile, seek: Seek, i: usize, buf: &mut [u8]) -> io::Result<usize> {
+        use std::io::Seek as _;
+        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+        let to = io::SeekFrom::Start(offset_of(i));
+        match seek {
+            Seek::Tokio => f.file.seek(to).await?,
+            Seek::Dup => f.dup.seek(to)?,
+        };
+        f.file.read_exact(buf).await
+    }
+
+    fn reads_qd1(&mut self, seek: Seek, reads: usize) -> u64 {
+        self.run(move |mut files, mut bufs| async move {
+            let file = files.first_mut().expect("a file");
+            let buf = bufs.first_mut().expect("a buffer");
+            let mut sum = 0;
+            for i in 0..reads {
+                let res = Self::read(file, seek, i, buf).await;
+                sum += check_block(i, res, buf);
+            }
+            (sum, files, bufs)
+        })
+    }
+
+    /// `QD` reads in flight, each a task in a `JoinSet` with its own file
+    /// and buffer; a new one as soon as one ends.
+    fn reads_qd(&mut self, seek: Seek, reads: usize) -> u64 {
+        self.run(move |mut files, mut bufs| async move {
+            type Done = (usize, io::Result<usize>, Vec<u8>, UringFile);
+            let mut set = tokio::task::JoinSet::new();
+            let start = |set: &mut tokio::task::JoinSet<Done>,
+                         i: usize,
+                         mut buf: Vec<u8>,
+                         mut file: UringFile| {
+                set.spawn(async move {
+                    let res = Self::read(&mut file, seek, i, &mut buf).await;
+                    (i, res, buf, file)
+                });
+            };
+            let mut next = 0;
+            while next < reads && !bufs.is_empty() {
+                let buf = bufs.pop().expect("not empty");
+                let file = files.pop().expect("a file per buffer");
+                start(&mut set, next, buf, file);
+                next += 1;
+            }
+            let mut sum = 0;
+            while let Some(done) = set.join_next().await {
+                let (i, res, buf, file) = done.expect("read task");
+                sum += check_block(i, res, &buf);
+                if next < reads {
+                    start(&mut set, next, buf, file);
+                    next += 1;
+                } else {
+                    bufs.push(buf);
+                    files.push(file);
+                }
+            }
+            (sum, files, bufs)
+        })
+    }
+
+    /// `reads` `tokio::fs::read`s of `path` (ring `OPENAT`, `STATX`,
+    /// `READ`s), one at a time.
+    fn whole(&mut self, which: usize, path: &std::path::Path, reads: usize) -> u64 {
+        let path = path.to_owned();
+        self.run(move |files, bufs| async move {
+            let mut sum = 0;
+            for _ in 0..reads {
+                sum += check_whole(which, tokio::fs::read(&path).await);
+            }
+            (sum, files, bufs)
         })
     }
 }
@@ -447,6 +688,19 @@ impl SpargioSide {
             (sum, bufs)
         })
     }
+
+    /// `reads` `spargio::fs::read`s of `path`, one at a time.
+    fn whole(&mut self, which: usize, path: &std::path::Path, reads: usize) -> u64 {
+        let path = path.to_owned();
+        let handle = self.handle.clone();
+        self.run(move |_, bufs| async move {
+            let mut sum = 0;
+            for _ in 0..reads {
+                sum += check_whole(which, spargio::fs::read(&handle, &path).await);
+            }
+            (sum, bufs)
+        })
+    }
 }
 
 // ----------------------------------------------------------------- compio
@@ -463,6 +717,8 @@ enum CompioJob {
     },
     /// `lookups` metadata lookups, one at a time.
     Metadata(usize),
+    /// `reads` reads of whole-file fixture `which`, one at a time.
+    Whole { which: usize, reads: usize },
 }
 
 /// Persistent compio runtimes, one per thread (compio is thread-per-core),
@@ -484,6 +740,7 @@ impl CompioPool {
                 let done_tx = done_tx.clone();
                 let data = fx.data.clone();
                 let meta = fx.meta.clone();
+                let whole = fx.whole.clone();
                 let thread = thread::spawn(move || {
                     let rt = compio::runtime::Runtime::new().expect("compio runtime");
                     let file = rt
@@ -491,7 +748,7 @@ impl CompioPool {
                         .expect("open data file");
                     let mut bufs = read_buffers(QD, false);
                     while let Ok(job) = job_rx.recv() {
-                        let sum = rt.block_on(compio_job(job, &file, &meta, &mut bufs));
+                        let sum = rt.block_on(compio_job(job, &file, &meta, &whole, &mut bufs));
                         if done_tx.send(sum).is_err() {
                             break;
                         }
@@ -530,6 +787,7 @@ async fn compio_job(
     job: CompioJob,
     file: &compio::fs::File,
     meta: &[PathBuf],
+    whole: &[PathBuf],
     bufs: &mut Vec<Vec<u8>>,
 ) -> u64 {
     use compio::buf::BufResult;
@@ -571,6 +829,13 @@ async fn compio_job(
             }
             sum
         }
+        CompioJob::Whole { which, reads } => {
+            let mut sum = 0;
+            for _ in 0..reads {
+                sum += check_whole(which, compio::fs::read(&whole[which]).await);
+            }
+            sum
+        }
     }
 }
 
@@ -594,6 +859,16 @@ fn fs_read_rtt_4k(c: &mut Criterion, fx: &Fixture) {
         let mut side = TokioSide::new(fx);
         group.bench("tokio_spawn_blocking_pread_qd1", || {
             assert_eq!(black_box(side.reads_qd1(RTT_READS)), want)
+        });
+    }
+    #[cfg(all(tokio_unstable, feature = "tokio-uring"))]
+    {
+        let mut side = TokioUringSide::new(fx);
+        group.bench("tokio_uring_seek_read_qd1", || {
+            assert_eq!(black_box(side.reads_qd1(Seek::Tokio, RTT_READS)), want)
+        });
+        group.bench("tokio_uring_dup_lseek_read_qd1", || {
+            assert_eq!(black_box(side.reads_qd1(Seek::Dup, RTT_READS)), want)
         });
     }
     {
@@ -622,6 +897,16 @@ fn fs_read_throughput_4k_qd32(c: &mut Criterion, fx: &Fixture) {
         let mut side = TokioSide::new(fx);
         group.bench("tokio_spawn_blocking_pread_qd32", || {
             assert_eq!(black_box(side.reads_qd(QD32_READS)), want)
+        });
+    }
+    #[cfg(all(tokio_unstable, feature = "tokio-uring"))]
+    {
+        let mut side = TokioUringSide::new(fx);
+        group.bench("tokio_uring_seek_read_qd32", || {
+            assert_eq!(black_box(side.reads_qd(Seek::Tokio, QD32_READS)), want)
+        });
+        group.bench("tokio_uring_dup_lseek_read_qd32", || {
+            assert_eq!(black_box(side.reads_qd(Seek::Dup, QD32_READS)), want)
         });
     }
     {
@@ -667,6 +952,49 @@ fn fs_metadata_rtt(c: &mut Criterion, fx: &Fixture) {
     group.finish();
 }
 
+/// One group per whole-file fixture: `WHOLE_READS` `fs::read`s of it, one
+/// at a time.
+fn fs_read_whole_file(c: &mut Criterion, fx: &Fixture) {
+    for (which, &(size, name)) in WHOLE_FILES.iter().enumerate() {
+        let path = &fx.whole[which];
+        let want = (size * WHOLE_READS) as u64;
+        let mut group = cpu::Group::new(c, name);
+        group.throughput(Throughput::Bytes(want));
+        {
+            let mut side = TokioSide::new(fx);
+            group.bench("tokio_fs_read", || {
+                assert_eq!(black_box(side.whole(which, path, WHOLE_READS)), want)
+            });
+        }
+        #[cfg(all(tokio_unstable, feature = "tokio-uring"))]
+        {
+            let mut side = TokioUringSide::new(fx);
+            group.bench("tokio_uring_fs_read", || {
+                assert_eq!(black_box(side.whole(which, path, WHOLE_READS)), want)
+            });
+        }
+        {
+            let mut side = SpargioSide::new(fx);
+            group.bench("spargio_fs_read", || {
+                assert_eq!(black_box(side.whole(which, path, WHOLE_READS)), want)
+            });
+        }
+        {
+            let pool = CompioPool::new(fx);
+            group.bench("compio_fs_read", || {
+                assert_eq!(
+                    black_box(pool.run_one(CompioJob::Whole {
+                        which,
+                        reads: WHOLE_READS
+                    })),
+                    want
+                )
+            });
+        }
+        group.finish();
+    }
+}
+
 fn main() {
     // Not `criterion_main!`: the fixtures are made once for all groups and
     // removed at the end.
@@ -675,6 +1003,7 @@ fn main() {
     fs_read_rtt_4k(&mut c, &fx);
     fs_read_throughput_4k_qd32(&mut c, &fx);
     fs_metadata_rtt(&mut c, &fx);
+    fs_read_whole_file(&mut c, &fx);
     c.final_summary();
     drop(fx);
 }
