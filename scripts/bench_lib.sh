@@ -174,6 +174,17 @@ launch_server() {
     exit 1
 }
 
+# Stops the load generator started in the background, if any (reads and
+# clears client_pid).
+client_pid=""
+stop_client() {
+    if [ -n "$client_pid" ]; then
+        kill "$client_pid" 2>/dev/null || true
+        wait "$client_pid" 2>/dev/null || true
+        client_pid=""
+    fi
+}
+
 stop_server() {
     if [ -n "$server_pid" ]; then
         kill "$server_pid" 2>/dev/null || true

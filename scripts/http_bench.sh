@@ -144,14 +144,6 @@ fi
 cargo build --release -p spargio-bench --bin "$server"
 
 tmp="$(mktemp -d)"
-client_pid=""
-stop_client() {
-    if [ -n "$client_pid" ]; then
-        kill "$client_pid" 2>/dev/null || true
-        wait "$client_pid" 2>/dev/null || true
-        client_pid=""
-    fi
-}
 trap 'stop_client; stop_server; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 

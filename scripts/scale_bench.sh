@@ -149,14 +149,6 @@ for server in $SERVERS; do bins+=(--bin "$server"); done
 cargo build --release -p spargio-bench "${bins[@]}"
 
 tmp="$(mktemp -d)"
-client_pid=""
-stop_client() {
-    if [ -n "$client_pid" ]; then
-        kill "$client_pid" 2>/dev/null || true
-        wait "$client_pid" 2>/dev/null || true
-        client_pid=""
-    fi
-}
 trap 'stop_client; stop_server; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 
