@@ -408,6 +408,15 @@ impl RuntimeBuilder {
     /// its contention check and its backoff ([`spin_before_park`](Self::spin_before_park))
     /// do not apply. Default off: an idle runtime takes no CPU.
     ///
+    /// It pays only on CPUs nothing else wants. Measured on 2 vCPUs
+    /// (`latency_echo`, 512 sequential 256 B echoes across two shards):
+    /// on quiet CPUs it matches the default (4.4 ms), whose adaptive spin
+    /// already keeps busy shards polling, and the first message after an
+    /// idle stretch skips a kernel wakeup; beside one busy process it took
+    /// 11.8 ms against the default's 4.4, because a shard that never
+    /// parks loses whole scheduler slices to that process (yielding the
+    /// CPU every 32 polls made it 24 ms).
+    ///
     /// ```
     /// let rt = spargio::Runtime::builder().shards(1).busy_poll(true).build()?;
     /// assert_eq!(spargio::block_on(rt.handle().spawn_pinned(0, async { 7 })?)?, 7);
