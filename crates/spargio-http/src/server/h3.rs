@@ -387,6 +387,8 @@ async fn serve_connection<S, B>(
     };
     let requests = spargio::sync::TaskGroup::new(ctx.handle());
     let mut draining = false;
+    // When this connection sent its GOAWAY.
+    let mut goaway_at = None;
     loop {
         enum Next<R> {
             Request(R),
@@ -427,6 +429,7 @@ async fn serve_connection<S, B>(
         match next {
             Next::Drain => {
                 draining = true;
+                goaway_at = Some(std::time::Instant::now());
                 // GOAWAY with the first request stream id that will not be
                 // served (RFC 9114, 5.2): one past the last accepted. Every
                 // request accepted so far is served; h3 refuses the ones
@@ -514,9 +517,20 @@ async fn serve_connection<S, B>(
         // response is handed to QUIC, not once the peer has it). Wait
         // until the peer has everything, unless the grace period ends
         // first.
+        // The GOAWAY itself (on the control stream, which never finishes)
+        // and the resets of refused requests are not covered by that: give
+        // them what a delivery and one repaired loss take (3 RTT + 50 ms
+        // after the GOAWAY, at most a second), or a client whose copy was
+        // lost sees the close with a request outstanding and cannot tell
+        // it was not processed.
+        let rtt = conn.stats().path.rtt;
+        let linger = (rtt * 3 + Duration::from_millis(50)).min(Duration::from_secs(1));
         let _ = race(
             async {
                 let _ = conn.acknowledged().await;
+                if let Some(at) = goaway_at {
+                    spargio::time::sleep(linger.saturating_sub(at.elapsed())).await;
+                }
             },
             abort.cancelled(),
         )
