@@ -112,3 +112,25 @@ fn links_renames_and_whole_file_helpers() {
         })
     });
 }
+
+/// `fs::read` takes its buffer size from the inode's cached size, a hint
+/// only: a file whose size says nothing (`/proc` reports 0) or that is
+/// larger than the hint's buffer reads whole all the same.
+#[test]
+fn whole_file_read_does_not_trust_the_size_hint() {
+    let dir = common::scratch_dir("hint");
+    common::on_runtime(move |h| {
+        Box::pin(async move {
+            let status = fs::read(&h, "/proc/self/status").await.unwrap();
+            let text = String::from_utf8(status).unwrap();
+            assert!(text.contains("Pid:"), "read whole: {text:?}");
+            assert!(text.ends_with('\n'));
+            // Larger than any first buffer, with a distinct tail.
+            let path = dir.join("big");
+            let mut data = vec![7u8; 3 * 1024 * 1024 + 123];
+            data.extend_from_slice(b"tail");
+            std::fs::write(&path, &data).unwrap();
+            assert_eq!(fs::read(&h, &path).await.unwrap(), data);
+        })
+    });
+}
