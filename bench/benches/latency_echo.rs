@@ -1,7 +1,12 @@
 //! Latency mode (issue 42): 512 sequential 256 B TCP echoes over loopback,
-//! spargio's default and `busy_poll(true)` runtimes beside the reference
-//! crate (the published `spargio` 0.5.x, renamed `spargio_ref` here, whose
-//! shards busy-poll) and tokio.
+//! spargio's default and `busy_poll(true)` runtimes beside tokio.
+//!
+//! The issue measures this against the reference implementation (the
+//! published `spargio` 0.5.x, whose shards busy-poll). That crate is not
+//! a dependency here (the product must not depend on it, not even a
+//! bench): `6822c2a` had it as a renamed dev-dependency with a
+//! `reference_busy` variant, and its figures are in `bench/README.md`;
+//! check that commit out to measure it again.
 //!
 //! One iteration = 512 echoes of 256 B on one connection, one in flight:
 //! the client sends message `i` (256 B of a fixed pseudo-random pattern,
@@ -22,27 +27,19 @@
 //!   parks in the kernel: zero CPU when idle).
 //! * `spargio_busy_poll`: the same with `.busy_poll(true)` (the latency
 //!   mode: an idle shard never parks).
-//! * `reference_busy`: `spargio_ref::Runtime::builder()
-//!   .backend(BackendKind::IoUring).shards(2)`, its defaults otherwise
-//!   (`IdleStrategy::BackendDefault`, which on io_uring is a busy loop
-//!   that calls `thread::yield_now()` when a pass found nothing to do).
 //! * `tokio`: `new_multi_thread().worker_threads(2)`; client and server are
 //!   plain tasks with `read` / `write_all` / `read_exact` on
 //!   `tokio::net::TcpStream`.
 //!
-//! The spargio sides use the owned-buffer stream API both crates share:
-//! the client `write_all_owned` then `read_exact_owned` (as the reference
-//! crate's own `net_echo_rtt_256b` bench does), the server `recv_owned`
-//! into a 64 KiB buffer, then writes the bytes it got back
-//! (`write_all_owned` of the received buffer on this workspace's runtime;
-//! on the reference crate, whose `send`/`write_all_owned` send a `Vec`'s
-//! whole length, `write_all(&buf[..n])`, which copies the 256 B).
+//! The spargio sides use the owned-buffer stream API: the client
+//! `write_all_owned` then `read_exact_owned`, the server `recv_owned` into
+//! a 64 KiB buffer, then `write_all_owned` of the received buffer.
 //!
 //! Placement, the point of the two groups:
 //! * `latency_echo_cross_shard`: the client end of the connection (and the
 //!   client loop) on shard 0, the server end (and the echo loop) on shard
 //!   1 (`StreamSessionPolicy::Fixed` on connect and accept, loops pinned
-//!   with `spawn_on_session`; both crates have the same API for this). So
+//!   with `spawn_on_session`). So
 //!   every echo crosses threads twice: the request wakes shard 1, the reply
 //!   wakes shard 0. That is where a runtime whose idle shard parks pays a
 //!   thread wake-up per hop and a busy-polling one does not, so it is the
@@ -258,119 +255,6 @@ mod ours {
     }
 }
 
-// ------------------------------------------ the reference crate (0.5.x)
-
-mod reference {
-    use super::*;
-    use spargio_ref::net::{StreamSessionPolicy, TcpListener, TcpStream};
-
-    async fn echo_server(stream: TcpStream) {
-        let mut buf = vec![0u8; ECHO_BUF];
-        loop {
-            let (n, got) = match stream.recv_owned(buf).await {
-                Ok(r) => r,
-                Err(_) => return,
-            };
-            buf = got;
-            if n == 0 || stream.write_all(&buf[..n]).await.is_err() {
-                return;
-            }
-        }
-    }
-
-    struct Client {
-        stream: TcpStream,
-        out: Vec<u8>,
-        back: Vec<u8>,
-    }
-
-    async fn echoes(mut c: Client) -> (Client, u64) {
-        let mut checked = 0;
-        for i in 0..ECHOES {
-            c.out.clear();
-            c.out.extend_from_slice(message(i));
-            c.out = c
-                .stream
-                .write_all_owned(c.out)
-                .await
-                .expect("reference send");
-            c.back = c
-                .stream
-                .read_exact_owned(c.back)
-                .await
-                .expect("reference recv");
-            checked += check(i, &c.back);
-        }
-        (c, checked)
-    }
-
-    pub(super) struct Side {
-        client: Option<Client>,
-        handle: spargio_ref::RuntimeHandle,
-        /// Last: the connection closes before the shards are joined.
-        _rt: spargio_ref::Runtime,
-    }
-
-    impl Side {
-        pub(super) fn new(placement: Placement) -> Side {
-            let rt = spargio_ref::Runtime::builder()
-                .backend(spargio_ref::BackendKind::IoUring)
-                .shards(WORKERS)
-                .build()
-                .expect("reference runtime");
-            let handle = rt.handle();
-            let h = handle.clone();
-            let client = placement.client as spargio_ref::ShardId;
-            let server = placement.server as spargio_ref::ShardId;
-            let setup = handle
-                .spawn_stealable(async move {
-                    let listener = TcpListener::bind_socket_addr(h.clone(), loopback()).await?;
-                    let addr = listener.local_addr()?;
-                    // Both ends get TCP_NODELAY from the crate itself.
-                    let stream = TcpStream::connect_socket_addr_with_session_policy(
-                        h.clone(),
-                        addr,
-                        StreamSessionPolicy::Fixed(client),
-                    )
-                    .await?;
-                    let (server, _) = listener
-                        .accept_with_session_policy(StreamSessionPolicy::Fixed(server))
-                        .await?;
-                    server
-                        .spawn_on_session(&h, echo_server(server.clone()))
-                        .expect("spawn echo server");
-                    std::io::Result::Ok(stream)
-                })
-                .expect("spawn setup");
-            let stream = futures_executor::block_on(setup)
-                .expect("setup task")
-                .expect("reference connection");
-            assert_eq!(stream.session_shard(), client);
-            Side {
-                client: Some(Client {
-                    stream,
-                    out: Vec::with_capacity(MSG),
-                    back: vec![0u8; MSG],
-                }),
-                handle,
-                _rt: rt,
-            }
-        }
-
-        pub(super) fn run(&mut self) -> u64 {
-            let client = self.client.take().expect("client home");
-            let task = client
-                .stream
-                .clone()
-                .spawn_on_session(&self.handle, echoes(client))
-                .expect("spawn client");
-            let (client, checked) = futures_executor::block_on(task).expect("client task");
-            self.client = Some(client);
-            checked
-        }
-    }
-}
-
 // ------------------------------------------------------------------ tokio
 
 mod tokio_side {
@@ -477,12 +361,6 @@ fn run_group(c: &mut Criterion, name: &str, placement: Placement, with_tokio: bo
     g.throughput(Throughput::Elements(ECHOES as u64));
     bench_ours(&mut g, "spargio_default", false, placement, stats);
     bench_ours(&mut g, "spargio_busy_poll", true, placement, stats);
-    {
-        let mut side = reference::Side::new(placement);
-        g.bench("reference_busy", || {
-            assert_eq!(black_box(side.run()), CHECKED)
-        });
-    }
     if with_tokio {
         let mut side = tokio_side::Side::new();
         g.bench("tokio", || assert_eq!(black_box(side.run()), CHECKED));
