@@ -96,6 +96,48 @@ impl PoolMemory {
     }
 }
 
+/// Buffers in each shard's shared receive pool ([`shard_pool`]).
+pub(crate) const SHARD_POOL_BUFFERS: u16 = 512;
+/// Bytes per buffer of a shard's shared receive pool.
+pub(crate) const SHARD_POOL_BUFFER_LEN: u32 = 4096;
+
+/// A shard's shared receive pool, registered on first use.
+pub(crate) enum ShardPool {
+    Untried,
+    Ready(Arc<BufRing>),
+    /// Registration failed, or the shard is shutting down: not retried.
+    Refused,
+}
+
+/// The shared receive pool of the calling thread's shard, when that is
+/// shard `shard` of `shared`'s runtime (else `None`: a pool is registered
+/// on, and used by, its own shard's ring). Registered on first use;
+/// [`SHARD_POOL_BUFFERS`] of [`SHARD_POOL_BUFFER_LEN`] bytes.
+pub(crate) fn shard_pool(shared: &Arc<Shared>, shard: ShardId) -> Option<Arc<BufRing>> {
+    context::with_worker(|w| {
+        let w = w.filter(|w| w.id == shard && Arc::ptr_eq(&w.shared, shared))?;
+        if let ShardPool::Ready(pool) = &*w.recv_pool.borrow() {
+            return Some(pool.clone());
+        }
+        if !matches!(*w.recv_pool.borrow(), ShardPool::Untried) {
+            return None;
+        }
+        let pool = BufRing::register(shared, shard, SHARD_POOL_BUFFERS, SHARD_POOL_BUFFER_LEN);
+        let mut slot = w.recv_pool.borrow_mut();
+        match pool {
+            Ok(pool) => {
+                *slot = ShardPool::Ready(pool.clone());
+                Some(pool)
+            }
+            Err(err) => {
+                crate::diag::event::no_recv_pool(shard, &err);
+                *slot = ShardPool::Refused;
+                None
+            }
+        }
+    })
+}
+
 /// A registered pool of provided buffers (module docs).
 pub(crate) struct BufRing {
     memory: Option<PoolMemory>,

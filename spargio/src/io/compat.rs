@@ -66,6 +66,7 @@ use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use super::armed_recv::ArmedRecv;
 use crate::buf::IoBuf;
 use crate::net::stream::StreamCore;
 use crate::net::{TcpStream, UnixStream};
@@ -153,6 +154,8 @@ enum WriteState {
 pub struct Compat<T> {
     inner: T,
     read: ReadState,
+    /// The receive kept armed between reads (`armed_recv.rs`).
+    pub(super) armed: Option<ArmedRecv>,
     /// The last receive returned less than it asked for.
     drained: bool,
     /// The size of the next receive put in flight: it doubles when one
@@ -182,6 +185,7 @@ impl<T: CompatStream> Compat<T> {
     pub fn new(inner: T) -> Compat<T> {
         Compat {
             inner,
+            armed: None,
             drained: false,
             wait_read: WAIT_READ_MIN,
             read: ReadState::Ready {
@@ -268,6 +272,19 @@ impl<T: CompatStream> Compat<T> {
                     if out.is_empty() {
                         return Poll::Ready(Ok(0));
                     }
+                    if let Some(armed) = &mut self.armed {
+                        match armed.poll_read(cx, out) {
+                            Poll::Ready(Some(res)) => return Poll::Ready(res),
+                            Poll::Pending => return Poll::Pending,
+                            // It ended (out of pool buffers, paused): what
+                            // follows waits in the socket.
+                            Poll::Ready(None) => {
+                                self.armed = None;
+                                self.drained = false;
+                                continue;
+                            }
+                        }
+                    }
                     // Bytes already queued on the socket: copy them now.
                     // Unless the last receive came back short: the socket
                     // was empty then, and most likely still is, so the
@@ -287,6 +304,18 @@ impl<T: CompatStream> Compat<T> {
                             return Poll::Ready(res);
                         }
                     }
+                    // The socket was empty a moment ago: the last receive
+                    // came back short, or the inline one found nothing.
+                    // Arm the shard pool's receive and keep it armed; only
+                    // where it cannot be had, a receive of our own.
+                    if let Some(armed) = ArmedRecv::arm(sealed::Sealed::core(&self.inner)) {
+                        self.armed = Some(armed);
+                        *state = ReadState::Ready {
+                            buf: Vec::new(),
+                            pos: 0,
+                        };
+                        continue;
+                    }
                     let mut buf = match std::mem::replace(state, ReadState::Empty) {
                         ReadState::Ready { buf, .. } => buf,
                         _ => Vec::new(),
@@ -300,8 +329,6 @@ impl<T: CompatStream> Compat<T> {
                     buf.clear();
                     buf.reserve(want);
                     let core = sealed::Sealed::core(&self.inner);
-                    // The socket was empty a moment ago: the last receive
-                    // came back short, or the inline one found nothing.
                     let op = Recv {
                         fd: core.fd.clone(),
                         buf,
@@ -507,7 +534,11 @@ mod tests {
 
     #[test]
     fn a_waiting_receive_grows_when_it_comes_back_full_and_shrinks_back() {
-        crate::block_on(crate::run(|handle| async move {
+        // Read from outside the shards: no shard pool to arm a receive on,
+        // so each waiting read puts a receive of its own in flight.
+        let rt = crate::RuntimeBuilder::new().shards(1).build().unwrap();
+        let handle = rt.handle();
+        crate::block_on(async move {
             let (a, b) = UnixStream::pair(&handle).unwrap();
             let mut a = Compat::new(a);
             let mut out = vec![0u8; 8192];
@@ -531,7 +562,7 @@ mod tests {
                 assert_eq!(read_once(&mut a, &mut out).await, 4);
             }
             assert_eq!(a.wait_read, WAIT_READ_MIN);
-        }))
-        .unwrap();
+            assert!(a.armed.is_none());
+        });
     }
 }

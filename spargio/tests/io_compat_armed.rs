@@ -1,0 +1,238 @@
+//! `io::Compat`'s waiting reads on a shard: one receive kept armed on the
+//! shard's shared buffer pool. Every byte arrives once and in order, when
+//! the reads are smaller than what arrived, when more connections wait
+//! than the pool has buffers, when a reader stops reading while bytes
+//! keep coming, and at end of stream or reset. Both backends.
+
+mod common;
+
+use std::future::poll_fn;
+use std::io::Write;
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use futures_io::AsyncRead;
+use spargio::io::Compat;
+use spargio::net::{TcpListener, TcpStream};
+use spargio::{BackendKind, RuntimeBuilder, RuntimeHandle};
+
+fn backends() -> Vec<BackendKind> {
+    let mut out = vec![BackendKind::Epoll];
+    if spargio::probe_io_uring().is_ok() {
+        out.push(BackendKind::IoUring);
+    }
+    out
+}
+
+/// Runs `body` with a 2-shard runtime on each backend.
+fn on_each_backend(body: fn(RuntimeHandle, BackendKind)) {
+    for backend in backends() {
+        common::within_hang_bound(move || {
+            let rt = RuntimeBuilder::new()
+                .shards(2)
+                .backend(backend)
+                .build()
+                .unwrap();
+            body(rt.handle(), backend);
+        });
+    }
+}
+
+/// Byte `i` of a connection's stream.
+fn pattern(conn: usize, i: usize) -> u8 {
+    (i.wrapping_mul(7).wrapping_add(conn * 13) % 251) as u8
+}
+
+/// Reads through `compat` until end of stream, `sizes` bytes at a time
+/// (cycling), and returns what it read.
+async fn read_to_end(compat: &mut Compat<TcpStream>, sizes: &[usize]) -> std::io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; *sizes.iter().max().unwrap()];
+    for i in 0.. {
+        let want = sizes[i % sizes.len()];
+        let n = poll_fn(|cx| Pin::new(&mut *compat).poll_read(cx, &mut buf[..want])).await?;
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    Ok(got)
+}
+
+/// Accepts `conns` connections; each is served on its session shard by
+/// `serve`, whose results come back in connection order.
+fn serve<F, Fut, T>(
+    h: &RuntimeHandle,
+    conns: usize,
+    serve: F,
+) -> (std::net::SocketAddr, mpsc::Receiver<(usize, T)>)
+where
+    F: Fn(usize, Compat<TcpStream>) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let listener = TcpListener::bind_socket_addr(h, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let hh = h.clone();
+    h.spawn_stealable(async move {
+        for conn in 0..conns {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (tx, serve) = (tx.clone(), serve.clone());
+            hh.spawn_pinned(stream.session_shard(), async move {
+                let out = serve(conn, Compat::new(stream)).await;
+                let _ = tx.send((conn, out));
+            })
+            .unwrap();
+        }
+    })
+    .unwrap();
+    (addr, rx)
+}
+
+#[test]
+fn numbered_bytes_arrive_whole_and_in_order_through_small_reads() {
+    on_each_backend(|h, backend| {
+        const LEN: usize = 2 << 20;
+        let (addr, rx) = serve(&h, 1, |_, mut compat| async move {
+            // Reads smaller and larger than a pool buffer (4 KiB).
+            read_to_end(&mut compat, &[1, 700, 4096, 5000, 3, 16384]).await
+        });
+        let mut client = std::net::TcpStream::connect(addr).unwrap();
+        let data: Vec<u8> = (0..LEN).map(|i| pattern(0, i)).collect();
+        let mut at = 0;
+        let mut step = 1;
+        while at < LEN {
+            let n = step.min(LEN - at);
+            client.write_all(&data[at..n + at]).unwrap();
+            at += n;
+            step = step * 3 % 70_001 + 1;
+            if at % 7 == 0 {
+                // Let the socket run empty: the next read waits.
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        drop(client);
+        let (_, got) = rx.recv().unwrap();
+        let got = got.unwrap();
+        assert_eq!(got.len(), LEN, "{backend:?}");
+        assert!(got == data, "{backend:?}: bytes reordered or altered");
+    });
+}
+
+/// `conns` connections each get `chunks` chunks of 300 bytes, one arrival
+/// at a time, while their readers (armed, waiting) do not read; then the
+/// readers read to the end, and every byte must be there, in order.
+fn withheld_reads(h: RuntimeHandle, backend: BackendKind, conns: usize, chunks: usize) {
+    {
+        const CHUNK: usize = 300;
+        let go = common::Signal::default();
+        let armed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (g, a) = (go.clone(), armed.clone());
+        let (addr, rx) = serve(&h, conns, move |_, mut compat| {
+            let (go, armed) = (g.clone(), a.clone());
+            async move {
+                // One read that waits (it arms the receive), then none
+                // until every chunk was sent.
+                let mut first = [0u8; 1];
+                let mut polled = false;
+                let early = std::future::poll_fn(|cx| {
+                    if std::mem::replace(&mut polled, true) {
+                        return std::task::Poll::Ready(None);
+                    }
+                    let res = Pin::new(&mut compat).poll_read(cx, &mut first);
+                    armed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    match res {
+                        std::task::Poll::Ready(r) => std::task::Poll::Ready(Some(r)),
+                        std::task::Poll::Pending => std::task::Poll::Ready(None),
+                    }
+                })
+                .await;
+                assert!(early.is_none(), "nothing was sent yet");
+                // (`Signal` wakes one waiter: 300 wait here.)
+                while !go.is_set() {
+                    spargio::time::sleep(Duration::from_millis(5)).await;
+                }
+                read_to_end(&mut compat, &[8192]).await
+            }
+        });
+        let mut clients: Vec<_> = (0..conns)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let start = std::time::Instant::now();
+        while armed.load(std::sync::atomic::Ordering::SeqCst) < conns {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "readers never waited"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for chunk in 0..chunks {
+            for (conn, c) in clients.iter_mut().enumerate() {
+                let bytes: Vec<u8> = (chunk * CHUNK..(chunk + 1) * CHUNK)
+                    .map(|i| pattern(conn, i))
+                    .collect();
+                c.write_all(&bytes).unwrap();
+            }
+            // Separate arrivals: a completion each.
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(clients);
+        go.set();
+        for _ in 0..conns {
+            let (conn, got) = rx.recv().unwrap();
+            let got = got.unwrap();
+            let want: Vec<u8> = (0..chunks * CHUNK).map(|i| pattern(conn, i)).collect();
+            assert_eq!(got.len(), want.len(), "{backend:?}: connection {conn}");
+            assert!(
+                got == want,
+                "{backend:?}: connection {conn}: bytes reordered"
+            );
+        }
+    }
+}
+
+#[test]
+fn more_waiting_connections_than_pool_buffers_lose_nothing() {
+    // Each connection can queue up to its bound, together far more than a
+    // shard pool's 512 buffers: the kernel runs out of buffers, and the
+    // receives it ends so must hand over to the readers' own.
+    on_each_backend(|h, backend| withheld_reads(h, backend, 300, 12));
+}
+
+#[test]
+fn a_connection_nobody_reads_stops_at_its_bound_and_loses_nothing() {
+    // One connection, 40 arrivals unread: its receive is paused at its
+    // bound of queued completions; the rest waits in the socket.
+    on_each_backend(|h, backend| withheld_reads(h, backend, 1, 40));
+}
+
+#[test]
+fn end_of_stream_and_reset_reach_a_waiting_read() {
+    on_each_backend(|h, backend| {
+        let (addr, rx) = serve(&h, 2, |_, mut compat| async move {
+            read_to_end(&mut compat, &[64]).await
+        });
+        // Bytes, then an orderly close: the bytes, then end of stream.
+        let mut a = std::net::TcpStream::connect(addr).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        a.write_all(b"last words").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        drop(a);
+        // A reset (linger 0) while the read waits: an error.
+        let b = socket2::Socket::from(std::net::TcpStream::connect(addr).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+        b.set_linger(Some(Duration::ZERO)).unwrap();
+        drop(b);
+        let mut results: Vec<_> = (0..2).map(|_| rx.recv().unwrap()).collect();
+        results.sort_by_key(|(conn, _)| *conn);
+        assert_eq!(results[0].1.as_ref().unwrap(), b"last words", "{backend:?}");
+        let err = results[1].1.as_ref().unwrap_err();
+        assert_eq!(
+            err.kind(),
+            std::io::ErrorKind::ConnectionReset,
+            "{backend:?}"
+        );
+    });
+}
