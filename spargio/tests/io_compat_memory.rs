@@ -182,6 +182,7 @@ fn connections_closed_mid_read_leave_nothing_behind() {
         let h = rt.handle();
         let listener =
             Arc::new(TcpListener::bind_socket_addr(&h, "127.0.0.1:0".parse().unwrap()).unwrap());
+        warm_pools(&h, 2);
         let mut after_round = Vec::new();
         for _ in 0..6 {
             let (clients, finished) = serve_reads(&h, &listener);

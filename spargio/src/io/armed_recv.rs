@@ -21,7 +21,7 @@ use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::buf::ring::BufRing;
+use crate::buf::ring::{BufRing, SHARD_POOL_STEP};
 use crate::net::stream::StreamCore;
 use crate::op::recv_multi::RecvMulti;
 use crate::op::{Lane, MultiOp};
@@ -29,10 +29,11 @@ use crate::op::{Lane, MultiOp};
 /// Unread completions one connection may hold pool buffers with.
 pub(super) const QUEUE_LIMIT: usize = 8;
 
-/// Arm only while at least this many pool buffers are free: below it the
-/// pool is nearly dry and a receive of the connection's own does better
-/// than a multishot receive the kernel would end at once.
-const MIN_FREE: usize = 32;
+/// Arm only while at least this many pool buffers are free (the pool
+/// grows first when it can): below it the pool is nearly dry, and a
+/// receive of the connection's own does better than a multishot receive
+/// the kernel would end at once.
+const MIN_FREE: usize = 16;
 
 /// A multishot receive in flight on the shard pool (module docs).
 pub(super) struct ArmedRecv {
@@ -52,7 +53,7 @@ impl ArmedRecv {
     pub(super) fn arm(core: &StreamCore) -> Option<ArmedRecv> {
         let shared = &core.handle.shared;
         let pool = crate::buf::ring::shard_pool(shared, core.session)?;
-        if pool.available() < MIN_FREE {
+        if pool.available() < MIN_FREE && !pool.grow(SHARD_POOL_STEP) {
             return None;
         }
         let op = MultiOp::submit(
@@ -143,13 +144,17 @@ impl ArmedRecv {
                             return Poll::Ready(Some(Err(err)));
                         }
                         // Out of buffers, or cancelled: the bytes wait in
-                        // the socket for the caller's own receive.
+                        // the socket for the caller's own receive. A pool
+                        // that ran dry grows for the next arrivals.
                         Err(err)
                             if matches!(
                                 err.raw_os_error(),
                                 Some(libc::ENOBUFS) | Some(libc::ECANCELED)
                             ) =>
                         {
+                            if err.raw_os_error() == Some(libc::ENOBUFS) {
+                                self.pool.grow(SHARD_POOL_STEP);
+                            }
                             return Poll::Ready((n > 0).then_some(Ok(n)));
                         }
                         Err(err) if n > 0 => {
@@ -183,7 +188,7 @@ mod tests {
 
     use futures_io::AsyncRead;
 
-    use crate::buf::ring::{shard_pool, SHARD_POOL_BUFFERS};
+    use crate::buf::ring::shard_pool;
     use crate::io::Compat;
     use crate::net::UnixStream;
     use crate::scheduler::context;
@@ -219,11 +224,27 @@ mod tests {
                 .poll_read(&mut Context::from_waker(Waker::noop()), &mut one)
                 .is_ready());
             let pool = shard_pool(&handle.shared, shard).expect("registered");
-            let free = usize::from(SHARD_POOL_BUFFERS);
+            let free = usize::from(pool.provided());
             assert!(pool.available() < free, "the arrivals hold pool buffers");
             drop(readers);
             crate::time::sleep(Duration::from_millis(20)).await;
             assert_eq!(pool.available(), free, "every buffer came back");
+        }))
+        .unwrap();
+    }
+
+    #[test]
+    fn a_pool_starts_small_and_grows_to_its_bound() {
+        crate::block_on(crate::run(|handle| async move {
+            let shard = context::current_shard(&handle.shared).expect("on a shard");
+            let pool =
+                crate::buf::ring::BufRing::register_with(&handle.shared, shard, 8, 64, 2).unwrap();
+            assert_eq!((pool.provided(), pool.available()), (2, 2));
+            assert!(pool.grow(3));
+            assert_eq!((pool.provided(), pool.available()), (5, 5));
+            assert!(pool.grow(100));
+            assert_eq!((pool.provided(), pool.available()), (8, 8));
+            assert!(!pool.grow(1), "every buffer was given");
         }))
         .unwrap();
     }
