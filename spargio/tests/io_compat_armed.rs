@@ -96,7 +96,7 @@ fn numbered_bytes_arrive_whole_and_in_order_through_small_reads() {
     on_each_backend(|h, backend| {
         const LEN: usize = 2 << 20;
         let (addr, rx) = serve(&h, 1, |_, mut compat| async move {
-            // Reads smaller and larger than a pool buffer (4 KiB).
+            // Reads smaller and larger than a pool buffer (2 KiB).
             read_to_end(&mut compat, &[1, 700, 4096, 5000, 3, 16384]).await
         });
         let mut client = std::net::TcpStream::connect(addr).unwrap();
@@ -125,80 +125,78 @@ fn numbered_bytes_arrive_whole_and_in_order_through_small_reads() {
 /// at a time, while their readers (armed, waiting) do not read; then the
 /// readers read to the end, and every byte must be there, in order.
 fn withheld_reads(h: RuntimeHandle, backend: BackendKind, conns: usize, chunks: usize) {
-    {
-        const CHUNK: usize = 300;
-        let go = common::Signal::default();
-        let armed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (g, a) = (go.clone(), armed.clone());
-        let (addr, rx) = serve(&h, conns, move |_, mut compat| {
-            let (go, armed) = (g.clone(), a.clone());
-            async move {
-                // One read that waits (it arms the receive), then none
-                // until every chunk was sent.
-                let mut first = [0u8; 1];
-                let mut polled = false;
-                let early = std::future::poll_fn(|cx| {
-                    if std::mem::replace(&mut polled, true) {
-                        return std::task::Poll::Ready(None);
-                    }
-                    let res = Pin::new(&mut compat).poll_read(cx, &mut first);
-                    armed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    match res {
-                        std::task::Poll::Ready(r) => std::task::Poll::Ready(Some(r)),
-                        std::task::Poll::Pending => std::task::Poll::Ready(None),
-                    }
-                })
-                .await;
-                assert!(early.is_none(), "nothing was sent yet");
-                // (`Signal` wakes one waiter: 300 wait here.)
-                while !go.is_set() {
-                    spargio::time::sleep(Duration::from_millis(5)).await;
+    const CHUNK: usize = 300;
+    let go = common::Signal::default();
+    let armed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (g, a) = (go.clone(), armed.clone());
+    let (addr, rx) = serve(&h, conns, move |_, mut compat| {
+        let (go, armed) = (g.clone(), a.clone());
+        async move {
+            // One read that waits (it arms the receive), then none
+            // until every chunk was sent.
+            let mut first = [0u8; 1];
+            let mut polled = false;
+            let early = std::future::poll_fn(|cx| {
+                if std::mem::replace(&mut polled, true) {
+                    return std::task::Poll::Ready(None);
                 }
-                read_to_end(&mut compat, &[8192]).await
+                let res = Pin::new(&mut compat).poll_read(cx, &mut first);
+                armed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                match res {
+                    std::task::Poll::Ready(r) => std::task::Poll::Ready(Some(r)),
+                    std::task::Poll::Pending => std::task::Poll::Ready(None),
+                }
+            })
+            .await;
+            assert!(early.is_none(), "nothing was sent yet");
+            // (`Signal` wakes one waiter: 300 wait here.)
+            while !go.is_set() {
+                spargio::time::sleep(Duration::from_millis(5)).await;
             }
-        });
-        let mut clients: Vec<_> = (0..conns)
-            .map(|_| std::net::TcpStream::connect(addr).unwrap())
-            .collect();
-        let start = std::time::Instant::now();
-        while armed.load(std::sync::atomic::Ordering::SeqCst) < conns {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "readers never waited"
-            );
-            std::thread::sleep(Duration::from_millis(2));
+            read_to_end(&mut compat, &[8192]).await
         }
-        for chunk in 0..chunks {
-            for (conn, c) in clients.iter_mut().enumerate() {
-                let bytes: Vec<u8> = (chunk * CHUNK..(chunk + 1) * CHUNK)
-                    .map(|i| pattern(conn, i))
-                    .collect();
-                c.write_all(&bytes).unwrap();
-            }
-            // Separate arrivals: a completion each.
-            std::thread::sleep(Duration::from_millis(5));
+    });
+    let mut clients: Vec<_> = (0..conns)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    let start = std::time::Instant::now();
+    while armed.load(std::sync::atomic::Ordering::SeqCst) < conns {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "readers never waited"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    for chunk in 0..chunks {
+        for (conn, c) in clients.iter_mut().enumerate() {
+            let bytes: Vec<u8> = (chunk * CHUNK..(chunk + 1) * CHUNK)
+                .map(|i| pattern(conn, i))
+                .collect();
+            c.write_all(&bytes).unwrap();
         }
-        drop(clients);
-        go.set();
-        for _ in 0..conns {
-            let (conn, got) = rx.recv().unwrap();
-            let got = got.unwrap();
-            let want: Vec<u8> = (0..chunks * CHUNK).map(|i| pattern(conn, i)).collect();
-            assert_eq!(got.len(), want.len(), "{backend:?}: connection {conn}");
-            assert!(
-                got == want,
-                "{backend:?}: connection {conn}: bytes reordered"
-            );
-        }
+        // Separate arrivals: a completion each.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(clients);
+    go.set();
+    for _ in 0..conns {
+        let (conn, got) = rx.recv().unwrap();
+        let got = got.unwrap();
+        let want: Vec<u8> = (0..chunks * CHUNK).map(|i| pattern(conn, i)).collect();
+        assert_eq!(got.len(), want.len(), "{backend:?}: connection {conn}");
+        assert!(
+            got == want,
+            "{backend:?}: connection {conn}: bytes reordered"
+        );
     }
 }
 
 #[test]
 fn more_waiting_connections_than_pool_buffers_lose_nothing() {
     // Each connection can queue up to its bound, together far more than a
-    // shard pool's 512 buffers: the kernel runs out of buffers, and the
+    // shard pool's 1,024 buffers: the kernel runs out of buffers, and the
     // receives it ends so must hand over to the readers' own.
-    on_each_backend(|h, backend| withheld_reads(h, backend, 300, 12));
+    on_each_backend(|h, backend| withheld_reads(h, backend, 400, 12));
 }
 
 #[test]

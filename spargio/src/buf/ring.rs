@@ -97,13 +97,13 @@ impl PoolMemory {
 }
 
 /// Buffers in each shard's shared receive pool ([`shard_pool`]), at most.
-pub(crate) const SHARD_POOL_BUFFERS: u16 = 512;
+pub(crate) const SHARD_POOL_BUFFERS: u16 = 1024;
 /// Buffers a shard's pool starts with, and adds when it runs low: the
 /// memory of buffers never needed is never touched, and the few in use
 /// stay in cache.
 pub(crate) const SHARD_POOL_STEP: u16 = 64;
 /// Bytes per buffer of a shard's shared receive pool.
-pub(crate) const SHARD_POOL_BUFFER_LEN: u32 = 4096;
+pub(crate) const SHARD_POOL_BUFFER_LEN: u32 = 2048;
 
 /// A shard's shared receive pool, registered on first use.
 pub(crate) enum ShardPool {
