@@ -18,8 +18,9 @@
 //!   its next request holds no receive buffer, and a request costs one
 //!   completion, no submission and no poll arm. Each completion's bytes
 //!   are copied into the caller's slice and its pool buffer given back.
-//!   Measured with hyper under `wrk` at 1,000–4,000 connections: server
-//!   CPU per request −5 to −18% (`bench/README.md`, "Scale").
+//!   Measured with hyper under `wrk` at 1,000–4,000 connections against
+//!   the receive-per-read it replaced: server CPU per request −1 to −12%
+//!   (`bench/README.md`, "Scale").
 //!   Where the pool cannot serve (off the session shard, a pool run dry,
 //!   a connection that stopped reading with bytes still arriving), a
 //!   receive into the adaptor's own buffer is put in flight instead,
@@ -164,8 +165,9 @@ enum WriteState {
 pub struct Compat<T> {
     inner: T,
     read: ReadState,
-    /// The receive kept armed between reads (`armed_recv.rs`).
-    pub(super) armed: Option<ArmedRecv>,
+    /// The receive kept armed between reads (`armed_recv.rs`); boxed,
+    /// as it is armed once per connection and would double the adaptor.
+    pub(super) armed: Option<Box<ArmedRecv>>,
     /// The last receive returned less than it asked for.
     drained: bool,
     /// The size of the next receive put in flight: it doubles when one
@@ -319,7 +321,7 @@ impl<T: CompatStream> Compat<T> {
                     // Arm the shard pool's receive and keep it armed; only
                     // where it cannot be had, a receive of our own.
                     if let Some(armed) = ArmedRecv::arm(sealed::Sealed::core(&self.inner)) {
-                        self.armed = Some(armed);
+                        self.armed = Some(Box::new(armed));
                         *state = ReadState::Ready {
                             buf: Vec::new(),
                             pos: 0,

@@ -103,10 +103,10 @@ impl<K: MultishotKind> MultiOp<K> {
             return;
         }
         let kind = self.kind.as_mut().expect("resources present until drop");
+        let limit = kind.queue_limit();
         // SAFETY: `kind` (MultishotKind's contract) owns every address in
         // the SQE; this value keeps it until the last completion, or
         // orphans it into the entry on drop (`Drop` below).
-        let limit = kind.queue_limit();
         self.state = match unsafe { start(&self.shared, lane, Some(limit), || kind.build()) } {
             Ok((shard, key)) => State::InFlight { shard, key },
             Err(err) => State::Refused(err),
