@@ -27,10 +27,15 @@ fn backends() -> Vec<BackendKind> {
 
 /// Runs `body` with a 2-shard runtime on each backend.
 fn on_each_backend(body: fn(RuntimeHandle, BackendKind)) {
+    on_each_backend_with(2, body)
+}
+
+/// Runs `body` with a `shards`-shard runtime on each backend.
+fn on_each_backend_with(shards: usize, body: fn(RuntimeHandle, BackendKind)) {
     for backend in backends() {
         common::within_hang_bound(move || {
             let rt = RuntimeBuilder::new()
-                .shards(2)
+                .shards(shards)
                 .backend(backend)
                 .build()
                 .unwrap();
@@ -233,4 +238,92 @@ fn end_of_stream_and_reset_reach_a_waiting_read() {
             "{backend:?}"
         );
     });
+}
+
+/// Raises the soft fd limit to `want` (or the hard limit); the limit in
+/// force after.
+fn raise_fd_limit(want: u64) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain getrlimit/setrlimit on a local struct.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        if lim.rlim_cur < want {
+            lim.rlim_cur = want.min(lim.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+    }
+    lim.rlim_cur
+}
+
+#[test]
+fn more_connections_than_pool_buffers_in_request_response_rounds_all_progress() {
+    // Every connection has a request in at once, round after round: more
+    // arrivals than the pool can ever hold, so each round some receives
+    // run dry and hand over to the readers' own, and must be armed again
+    // for the next round.
+    const CONNS: usize = 1300;
+    const ROUNDS: usize = 20;
+    if raise_fd_limit(4 * CONNS as u64) < 2 * CONNS as u64 + 256 {
+        panic!("this test needs {} file descriptors", 2 * CONNS + 256);
+    }
+    // One shard: all of them on one pool.
+    on_each_backend_with(1, |h, backend| {
+        let (addr, rx) = serve(&h, CONNS, |_, mut compat| async move {
+            // An echo: what arrives goes back, until end of stream.
+            let mut buf = [0u8; 64];
+            let mut echoed = 0usize;
+            loop {
+                let n = poll_fn(|cx| Pin::new(&mut compat).poll_read(cx, &mut buf)).await?;
+                if n == 0 {
+                    return Ok::<usize, std::io::Error>(echoed);
+                }
+                futures_util_write_all(&mut compat, &buf[..n]).await?;
+                echoed += n;
+            }
+        });
+        let mut clients: Vec<_> = (0..CONNS)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        for c in &clients {
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        }
+        for round in 0..ROUNDS {
+            for c in clients.iter_mut() {
+                c.write_all(&[round as u8; 40]).unwrap();
+            }
+            for (conn, c) in clients.iter_mut().enumerate() {
+                let mut got = [0u8; 40];
+                std::io::Read::read_exact(c, &mut got).unwrap_or_else(|e| {
+                    panic!("{backend:?}: round {round}, connection {conn}: {e}")
+                });
+                assert_eq!(got, [round as u8; 40]);
+            }
+        }
+        drop(clients);
+        for _ in 0..CONNS {
+            let (conn, echoed) = rx.recv().unwrap();
+            assert_eq!(
+                echoed.unwrap(),
+                40 * ROUNDS,
+                "{backend:?}: connection {conn}"
+            );
+        }
+    });
+}
+
+/// Writes all of `data` through `compat` and flushes.
+async fn futures_util_write_all(
+    compat: &mut Compat<TcpStream>,
+    mut data: &[u8],
+) -> std::io::Result<()> {
+    use futures_io::AsyncWrite;
+    while !data.is_empty() {
+        let n = poll_fn(|cx| Pin::new(&mut *compat).poll_write(cx, data)).await?;
+        data = &data[n..];
+    }
+    poll_fn(|cx| Pin::new(&mut *compat).poll_flush(cx)).await
 }

@@ -25,7 +25,7 @@
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::{fmt, io};
@@ -105,6 +105,10 @@ pub(crate) const SHARD_POOL_STEP: u16 = 64;
 /// Bytes per buffer of a shard's shared receive pool.
 pub(crate) const SHARD_POOL_BUFFER_LEN: u32 = 2048;
 
+/// How long a pool that ran dry with every buffer given counts as dry
+/// ([`BufRing::mark_dry`]).
+const DRY_FOR: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// A shard's shared receive pool, registered on first use.
 pub(crate) enum ShardPool {
     Untried,
@@ -165,6 +169,9 @@ pub(crate) struct BufRing {
     /// the allocation is untouched: see [`BufRing::grow`]). Changed only
     /// under `tail`'s lock.
     provided: AtomicU16,
+    /// Until this coarse-clock instant (ns) the pool counts as dry
+    /// ([`BufRing::mark_dry`]); 0: not dry.
+    dry_until: AtomicU64,
     /// A consumer waiting for a buffer to come back (the kernel ran out).
     waiter: Mutex<Option<Waker>>,
     /// `waiter` is set: lets a recycle skip its lock in the common case.
@@ -248,6 +255,7 @@ impl BufRing {
             tail: Mutex::new(0),
             held: AtomicUsize::new(0),
             provided: AtomicU16::new(0),
+            dry_until: AtomicU64::new(0),
             waiter: Mutex::new(None),
             waiting: AtomicBool::new(false),
         };
@@ -293,6 +301,20 @@ impl BufRing {
         // SeqCst: a consumer that sees the new count sees the buffers.
         self.provided.store(to, Ordering::SeqCst);
         true
+    }
+
+    /// Records that the kernel ran out of buffers with every buffer given:
+    /// for the next `DRY_FOR`, [`is_dry`](Self::is_dry) says so.
+    pub(crate) fn mark_dry(&self) {
+        let until = crate::time::clock::coarse_ns() + DRY_FOR.as_nanos() as u64;
+        self.dry_until.store(until, Ordering::Relaxed);
+    }
+
+    /// The kernel ran out of buffers lately, with every buffer given: new
+    /// multishot receives would likely end at once.
+    pub(crate) fn is_dry(&self) -> bool {
+        let until = self.dry_until.load(Ordering::Relaxed);
+        until != 0 && crate::time::clock::coarse_ns() < until
     }
 
     /// Buffers given to the kernel so far.

@@ -53,7 +53,7 @@ impl ArmedRecv {
     pub(super) fn arm(core: &StreamCore) -> Option<ArmedRecv> {
         let shared = &core.handle.shared;
         let pool = crate::buf::ring::shard_pool(shared, core.session)?;
-        if pool.available() < MIN_FREE && !pool.grow(SHARD_POOL_STEP) {
+        if pool.is_dry() || (pool.available() < MIN_FREE && !pool.grow(SHARD_POOL_STEP)) {
             return None;
         }
         let op = MultiOp::submit(
@@ -152,8 +152,10 @@ impl ArmedRecv {
                                 Some(libc::ENOBUFS) | Some(libc::ECANCELED)
                             ) =>
                         {
-                            if err.raw_os_error() == Some(libc::ENOBUFS) {
-                                self.pool.grow(SHARD_POOL_STEP);
+                            if err.raw_os_error() == Some(libc::ENOBUFS)
+                                && !self.pool.grow(SHARD_POOL_STEP)
+                            {
+                                self.pool.mark_dry();
                             }
                             return Poll::Ready((n > 0).then_some(Ok(n)));
                         }
@@ -247,5 +249,90 @@ mod tests {
             assert!(!pool.grow(1), "every buffer was given");
         }))
         .unwrap();
+    }
+
+    /// Raises the soft fd limit to at least `want` where the hard one
+    /// allows; false if it cannot.
+    fn fd_limit_at_least(want: u64) -> bool {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit on a local struct.
+        unsafe {
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+            if lim.rlim_cur < want && lim.rlim_max >= want {
+                lim.rlim_cur = want;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        }
+        lim.rlim_cur >= want
+    }
+
+    #[test]
+    fn a_read_on_a_dry_pool_waits_instead_of_spinning() {
+        // Every pool buffer holds an arrival nobody has read yet; the
+        // pool cannot grow. A read on an empty socket then arms a receive
+        // the kernel (or the epoll backend, which has no poll-first) ends
+        // at once for want of a buffer; it must fall back to a receive of
+        // its own and wait, not arm again and again inside one poll (which
+        // held its shard for ever: the other connections' arrivals were
+        // never read, so no buffer ever came back).
+        let hogs = usize::from(crate::buf::ring::SHARD_POOL_BUFFERS);
+        assert!(
+            fd_limit_at_least(2 * hogs as u64 + 256),
+            "needs {} fds",
+            2 * hogs + 256
+        );
+        for backend in [crate::BackendKind::Epoll, crate::BackendKind::IoUring] {
+            if backend == crate::BackendKind::IoUring && crate::probe_io_uring().is_err() {
+                continue;
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let builder = crate::RuntimeBuilder::new().shards(1).backend(backend);
+                let out = crate::block_on(crate::run_with(builder, move |handle| async move {
+                    let shard = context::current_shard(&handle.shared).expect("on a shard");
+                    let pool = shard_pool(&handle.shared, shard).expect("registered");
+                    while pool.grow(crate::buf::ring::SHARD_POOL_STEP) {}
+                    let mut readers = Vec::new();
+                    let mut peers = Vec::new();
+                    for _ in 0..hogs {
+                        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+                        let mut a = Compat::new(UnixStream::from_std(&handle, a).unwrap());
+                        let mut one = [0u8; 1];
+                        let waker = Waker::noop();
+                        assert!(Pin::new(&mut a)
+                            .poll_read(&mut Context::from_waker(waker), &mut one)
+                            .is_pending());
+                        readers.push(a);
+                        peers.push(b);
+                    }
+                    for b in &mut peers {
+                        b.write_all(b"x").unwrap();
+                    }
+                    // The arrivals land in the pool, unread.
+                    crate::time::sleep(Duration::from_millis(50)).await;
+                    let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+                    let mut probe = Compat::new(UnixStream::from_std(&handle, a).unwrap());
+                    let mut got = [0u8; 8];
+                    let first = Pin::new(&mut probe)
+                        .poll_read(&mut Context::from_waker(Waker::noop()), &mut got);
+                    assert!(first.is_pending(), "nothing was sent to the probe");
+                    b.write_all(b"probe").unwrap();
+                    let n = std::future::poll_fn(|cx| Pin::new(&mut probe).poll_read(cx, &mut got))
+                        .await
+                        .unwrap();
+                    assert_eq!(&got[..n], b"probe");
+                    drop(readers);
+                }));
+                let _ = tx.send(out.map_err(|e| e.to_string()));
+            });
+            match rx.recv_timeout(Duration::from_secs(20)) {
+                Ok(res) => res.unwrap(),
+                Err(_) => panic!("{backend:?}: the probe's read never came back (a shard held by a spinning poll?)"),
+            }
+        }
     }
 }

@@ -170,6 +170,12 @@ pub struct Compat<T> {
     pub(super) armed: Option<Box<ArmedRecv>>,
     /// The last receive returned less than it asked for.
     drained: bool,
+    /// The armed receive just ended (its pool ran dry, it was paused): the
+    /// next wait takes a receive of its own instead of arming again. A
+    /// pool can look less dry to us than it is (arrivals not yet read hold
+    /// buffers we do not count), and a receive armed on an empty pool may
+    /// end at once: arming again in the same poll could go on for ever.
+    skip_arm: bool,
     /// The size of the next receive put in flight: it doubles when one
     /// comes back full (more was queued behind it: a client reading
     /// responses larger than a request head would otherwise pay a second
@@ -199,6 +205,7 @@ impl<T: CompatStream> Compat<T> {
             inner,
             armed: None,
             drained: false,
+            skip_arm: false,
             wait_read: WAIT_READ_MIN,
             read: ReadState::Ready {
                 buf: Vec::new(),
@@ -293,6 +300,7 @@ impl<T: CompatStream> Compat<T> {
                             Poll::Ready(None) => {
                                 self.armed = None;
                                 self.drained = false;
+                                self.skip_arm = true;
                                 continue;
                             }
                         }
@@ -320,7 +328,11 @@ impl<T: CompatStream> Compat<T> {
                     // came back short, or the inline one found nothing.
                     // Arm the shard pool's receive and keep it armed; only
                     // where it cannot be had, a receive of our own.
-                    if let Some(armed) = ArmedRecv::arm(sealed::Sealed::core(&self.inner)) {
+                    let arm = !std::mem::take(&mut self.skip_arm);
+                    if let Some(armed) = arm
+                        .then(|| ArmedRecv::arm(sealed::Sealed::core(&self.inner)))
+                        .flatten()
+                    {
                         self.armed = Some(Box::new(armed));
                         *state = ReadState::Ready {
                             buf: Vec::new(),
