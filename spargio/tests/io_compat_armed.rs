@@ -199,7 +199,7 @@ fn withheld_reads(h: RuntimeHandle, backend: BackendKind, conns: usize, chunks: 
 #[test]
 fn more_waiting_connections_than_pool_buffers_lose_nothing() {
     // Each connection can queue up to its bound, together far more than a
-    // shard pool's 1,024 buffers: the kernel runs out of buffers, and the
+    // shard pool's 512 buffers: the kernel runs out of buffers, and the
     // receives it ends so must hand over to the readers' own.
     on_each_backend(|h, backend| withheld_reads(h, backend, 400, 12));
 }
@@ -265,7 +265,7 @@ fn more_connections_than_pool_buffers_in_request_response_rounds_all_progress() 
     // arrivals than the pool can ever hold, so each round some receives
     // run dry and hand over to the readers' own, and must be armed again
     // for the next round.
-    const CONNS: usize = 1300;
+    const CONNS: usize = 700;
     const ROUNDS: usize = 20;
     if raise_fd_limit(4 * CONNS as u64) < 2 * CONNS as u64 + 256 {
         panic!("this test needs {} file descriptors", 2 * CONNS + 256);

@@ -97,7 +97,7 @@ impl PoolMemory {
 }
 
 /// Buffers in each shard's shared receive pool ([`shard_pool`]), at most.
-pub(crate) const SHARD_POOL_BUFFERS: u16 = 1024;
+pub(crate) const SHARD_POOL_BUFFERS: u16 = 512;
 /// Buffers a shard's pool starts with, and adds when it runs low: the
 /// memory of buffers never needed is never touched, and the few in use
 /// stay in cache.
