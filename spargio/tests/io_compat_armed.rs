@@ -327,3 +327,63 @@ async fn futures_util_write_all(
     }
     poll_fn(|cx| Pin::new(&mut *compat).poll_flush(cx)).await
 }
+
+#[test]
+fn ends_of_stream_after_data_reach_every_reader() {
+    // Clients on four threads each connect, send 200 B to 60 KB, and close
+    // (half with FIN, half with a reset); every server read must see the
+    // bytes and then the end. A receive armed poll-first once missed the
+    // end after its last data (the reader waited for ever), now and then.
+    const PER_THREAD: usize = 150;
+    const THREADS: usize = 4;
+    on_each_backend(|h, backend| {
+        let (addr, rx) = serve(&h, PER_THREAD * THREADS, |_, mut compat| async move {
+            // A greeting first (as a `101 Switching Protocols`): the read
+            // that follows finds the socket empty and arms its receive.
+            if futures_util_write_all(&mut compat, b"!").await.is_err() {
+                return 0;
+            }
+            let mut buf = vec![0u8; 16384];
+            let mut got = 0usize;
+            loop {
+                match poll_fn(|cx| Pin::new(&mut compat).poll_read(cx, &mut buf)).await {
+                    Ok(0) | Err(_) => return got,
+                    Ok(n) => got += n,
+                }
+            }
+        });
+        let clients: Vec<_> = (0..THREADS)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..PER_THREAD {
+                        let mut c = std::net::TcpStream::connect(addr).unwrap();
+                        let mut greeting = [0u8; 1];
+                        std::io::Read::read_exact(&mut c, &mut greeting).unwrap();
+                        let len = 200 + (i * 7919 + t * 104_729) % 60_000;
+                        // The server reads nothing back: a write error (a
+                        // reset racing the write) is fine too.
+                        let _ = c.write_all(&vec![7u8; len]);
+                        if i % 2 == 1 {
+                            socket2::SockRef::from(&c)
+                                .set_linger(Some(Duration::ZERO))
+                                .unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().unwrap();
+        }
+        for done in 0..PER_THREAD * THREADS {
+            rx.recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "{backend:?}: {} of {} readers never saw their end of stream",
+                        PER_THREAD * THREADS - done,
+                        PER_THREAD * THREADS
+                    )
+                });
+        }
+    });
+}

@@ -56,13 +56,21 @@ impl ArmedRecv {
         if pool.is_dry() || (pool.available() < MIN_FREE && !pool.grow(SHARD_POOL_STEP)) {
             return None;
         }
+        // Without `IORING_RECVSEND_POLL_FIRST`, though the socket was just
+        // found empty (one `EAGAIN` in the kernel per arm, not per
+        // request): armed poll-first, a multishot receive now and then
+        // never reported the end of stream or reset that followed its last
+        // data, and its reader waited for ever (Linux 6.18; 2-7 readers in
+        // 600, and 1.5% of the soak's cut-off WebSocket sessions; none
+        // without it). Test: `io_compat_armed`'s
+        // `ends_of_stream_after_data_reach_every_reader`.
         let op = MultiOp::submit(
             shared,
             Lane::Shard(core.session),
             RecvMulti {
                 fd: core.fd.clone(),
                 pool: pool.clone(),
-                poll_first: true,
+                poll_first: false,
                 limit: QUEUE_LIMIT,
             },
         );
