@@ -8,22 +8,12 @@ use super::{MultishotKind, SharedFd};
 use crate::buf::ring::BufRing;
 use crate::driver::lifecycle::Discard;
 
-/// `IORING_RECV_MULTISHOT`, in the SQE's `ioprio`.
-const RECV_MULTISHOT: u16 = 1 << 1;
-/// `IORING_RECVSEND_POLL_FIRST`, in the SQE's `ioprio`.
-const RECVSEND_POLL_FIRST: u16 = 1;
-
 /// Receives until cancelled, end of stream, an error, or the pool runs dry:
 /// one completion per chunk, each naming the pool buffer it filled.
 pub(crate) struct RecvMulti {
     pub(crate) fd: SharedFd,
     /// Kept registered (and its memory alive) until the final completion.
     pub(crate) pool: Arc<BufRing>,
-    /// The socket was found empty just now: arm the poll at once instead
-    /// of a first receive that would fail with `EAGAIN`.
-    pub(crate) poll_first: bool,
-    /// Unread completions at which the runtime pauses the receive.
-    pub(crate) limit: usize,
 }
 
 // SAFETY: the SQE carries no pointers of its own; the buffers it may fill
@@ -31,21 +21,7 @@ pub(crate) struct RecvMulti {
 // completion, and the fd by `fd`.
 unsafe impl MultishotKind for RecvMulti {
     fn build(&mut self) -> squeue::Entry {
-        let mut ioprio = RECV_MULTISHOT;
-        if self.poll_first {
-            ioprio |= RECVSEND_POLL_FIRST;
-        }
-        // `opcode::RecvMulti` with `ioprio` settable: a null buffer of
-        // length 0 and `BUFFER_SELECT` make the kernel take a pool buffer.
-        opcode::Recv::new(types::Fd(self.fd.raw()), std::ptr::null_mut(), 0)
-            .buf_group(self.pool.bgid())
-            .ioprio(ioprio)
-            .build()
-            .flags(squeue::Flags::BUFFER_SELECT)
-    }
-
-    fn queue_limit(&self) -> usize {
-        self.limit
+        opcode::RecvMulti::new(types::Fd(self.fd.raw()), self.pool.bgid()).build()
     }
 }
 
@@ -55,25 +31,5 @@ impl Discard for RecvMulti {
             self.pool.take(bid);
             wake.extend(self.pool.recycle_deferred(bid));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_entry_is_the_kernels_multishot_receive() {
-        // The same SQE `opcode::RecvMulti` builds, plus `POLL_FIRST`.
-        let reference = opcode::RecvMulti::new(types::Fd(7), 3).build();
-        let ours = opcode::Recv::new(types::Fd(7), std::ptr::null_mut(), 0)
-            .buf_group(3)
-            .ioprio(RECV_MULTISHOT)
-            .build()
-            .flags(squeue::Flags::BUFFER_SELECT);
-        // SAFETY: `squeue::Entry` is `#[repr(C)]` around the kernel's
-        // 64-byte `io_uring_sqe`, all integer fields: any bytes are valid.
-        let bytes = |e: squeue::Entry| unsafe { std::mem::transmute::<_, [u8; 64]>(e) };
-        assert_eq!(bytes(reference), bytes(ours));
     }
 }
