@@ -261,7 +261,7 @@ fn raise_fd_limit(want: u64) -> u64 {
 #[test]
 fn many_connections_in_request_response_rounds_on_one_shard_all_progress() {
     // Every connection has a request in at once, round after round.
-    const CONNS: usize = 700;
+    const CONNS: usize = 350;
     const ROUNDS: usize = 20;
     if raise_fd_limit(4 * CONNS as u64) < 2 * CONNS as u64 + 256 {
         panic!("this test needs {} file descriptors", 2 * CONNS + 256);
