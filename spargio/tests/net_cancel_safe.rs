@@ -13,18 +13,10 @@ use std::task::{Context, Wake, Waker};
 use std::time::Duration;
 
 use spargio::net::TcpStream;
-use spargio::{BackendKind, RuntimeBuilder, RuntimeHandle};
+use spargio::{RuntimeBuilder, RuntimeHandle};
 
 /// A missing byte shows as a read that never ends: bounded, so it fails.
 const LOST: Duration = Duration::from_secs(10);
-
-fn backends() -> Vec<BackendKind> {
-    let mut out = vec![BackendKind::Epoll];
-    if spargio::probe_io_uring().is_ok() {
-        out.push(BackendKind::IoUring);
-    }
-    out
-}
 
 /// Runs `body` as a stealable task of a 2-shard runtime on each backend.
 fn on_each_backend<F, Fut>(body: F)
@@ -32,7 +24,7 @@ where
     F: Fn(RuntimeHandle) -> Fut + Send + Clone + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    for backend in backends() {
+    for backend in common::backends() {
         let body = body.clone();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {

@@ -21,14 +21,6 @@ use spargio::{BackendKind, RuntimeBuilder, RuntimeHandle};
 const BOUND: Duration = Duration::from_secs(20);
 
 /// The backends this process can run: epoll always, io_uring where allowed.
-fn backends() -> Vec<BackendKind> {
-    let mut out = vec![BackendKind::Epoll];
-    if spargio::probe_io_uring().is_ok() {
-        out.push(BackendKind::IoUring);
-    }
-    out
-}
-
 /// Runs `body` as a task pinned to shard 0 of a 1-shard runtime on each
 /// backend; fails naming the backend if it does not finish within `BOUND`.
 fn on_each_backend<F, Fut>(body: F)
@@ -36,7 +28,7 @@ where
     F: Fn(RuntimeHandle) -> Fut + Send + Clone + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    on_backends(&backends(), body)
+    on_backends(&common::backends(), body)
 }
 
 /// [`on_each_backend`] on `which`.

@@ -14,6 +14,16 @@ use spargio::{Runtime, RuntimeBuilder, RuntimeHandle, ShardCtx};
 /// Generous bound for "this must not hang". Never a performance assertion.
 pub const HANG: Duration = Duration::from_secs(60);
 
+/// The backends this machine can run: epoll always, io_uring where the
+/// kernel allows it.
+pub fn backends() -> Vec<spargio::BackendKind> {
+    let mut out = vec![spargio::BackendKind::Epoll];
+    if spargio::probe_io_uring().is_ok() {
+        out.push(spargio::BackendKind::IoUring);
+    }
+    out
+}
+
 pub fn runtime(shards: usize) -> Runtime {
     RuntimeBuilder::new()
         .shards(shards)
