@@ -352,3 +352,64 @@ fn a_contended_shard_sends_a_connections_later_writes_through_the_ring() {
         assert_eq!(sent, if uring { 2 } else { 0 });
     });
 }
+
+/// A shard whose tokio runtime is on parks in that runtime's reactor. An
+/// outside thread's wake that lands after the shard published itself
+/// parked, but before it prepared that wait, rings the shard's doorbell in
+/// between: the wait must still end for it. The hook holds every park of
+/// shard 1 in that window until the wake is done.
+#[cfg(feature = "tokio-compat")]
+#[test]
+fn a_wake_just_before_a_park_in_tokio_is_not_lost() {
+    use common::Signal;
+    use std::sync::mpsc;
+    let _serial = serial();
+    for backend in common::backends() {
+        common::within_hang_bound(move || {
+            let rt = spargio::RuntimeBuilder::new()
+                .backend(backend)
+                .tokio_compat(true)
+                .shards(2)
+                .build()
+                .expect("runtime");
+            let (in_window_tx, in_window) = mpsc::sync_channel::<()>(0);
+            let (woken, woken_rx) = mpsc::sync_channel::<()>(0);
+            let woken_rx = Mutex::new(woken_rx);
+            faults::before_outside_wait(move |shard| {
+                // A disconnected channel: the test is over, let it park.
+                if shard == 1 && in_window_tx.send(()).is_ok() {
+                    let _ = woken_rx.lock().unwrap().recv();
+                }
+            });
+            let (sig_tx, sig_rx) = mpsc::channel::<Signal>();
+            let (ack_tx, ack_rx) = mpsc::channel();
+            let rounds = 50;
+            let task = rt
+                .handle()
+                .spawn_pinned(1, async move {
+                    for _ in 0..rounds {
+                        let signal: Signal = sig_rx.recv().unwrap();
+                        signal.wait().await;
+                        ack_tx.send(()).unwrap();
+                    }
+                })
+                .unwrap();
+            for round in 0..rounds {
+                let signal = Signal::default();
+                sig_tx.send(signal.clone()).unwrap();
+                // Shard 1 waits on the signal, runs out of work and parks:
+                // the hook stops it in the window.
+                in_window.recv().unwrap();
+                signal.set();
+                woken.send(()).unwrap();
+                ack_rx
+                    .recv_timeout(Duration::from_secs(10))
+                    .unwrap_or_else(|_| panic!("{backend:?}: the wake of round {round} was lost"));
+            }
+            spargio::block_on(task).unwrap();
+            drop((in_window, woken));
+            faults::reset();
+            drop(rt);
+        });
+    }
+}

@@ -11,6 +11,7 @@
 //! Disarmed (always, outside such tests), each hook costs one relaxed load.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::Mutex;
 
 static ARMED: AtomicBool = AtomicBool::new(false);
 static ENABLE_FAILS: AtomicU32 = AtomicU32::new(0);
@@ -19,6 +20,8 @@ static ENTER_ERRNO: AtomicI32 = AtomicI32::new(0);
 static PUSH_REFUSALS: AtomicU32 = AtomicU32::new(0);
 static DIRECT_FAILS: AtomicU32 = AtomicU32::new(0);
 static CONTENDED: AtomicBool = AtomicBool::new(false);
+type ShardHook = Box<dyn FnMut(usize) + Send>;
+static BEFORE_OUTSIDE_WAIT: Mutex<Option<ShardHook>> = Mutex::new(None);
 
 fn arm() {
     // Relaxed: a flag that only gates the counters below; each counter is
@@ -59,6 +62,21 @@ pub fn assume_contended(on: bool) {
     arm();
 }
 
+/// Runs `hook` (with the shard's index) on a shard thread each time that
+/// shard, parking in its tokio runtime, has published itself parked and
+/// not yet prepared the wait: the window in which a wake must still end
+/// the park. Until `reset`.
+pub fn before_outside_wait(hook: impl FnMut(usize) + Send + 'static) {
+    *lock_hook() = Some(Box::new(hook));
+    arm();
+}
+
+fn lock_hook() -> std::sync::MutexGuard<'static, Option<ShardHook>> {
+    BEFORE_OUTSIDE_WAIT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Occurrences not yet taken: (ring enables, enters, pushes).
 pub fn left() -> (u32, u32, u32) {
     (
@@ -75,6 +93,7 @@ pub fn reset() {
     PUSH_REFUSALS.store(0, Ordering::SeqCst);
     DIRECT_FAILS.store(0, Ordering::SeqCst);
     CONTENDED.store(false, Ordering::SeqCst);
+    *lock_hook() = None;
 }
 
 /// Takes one occurrence of a fault, if armed.
@@ -115,4 +134,13 @@ pub(crate) fn direct_post_fails() -> bool {
 pub(crate) fn contended() -> bool {
     // Relaxed: see `arm`.
     ARMED.load(Ordering::Relaxed) && CONTENDED.load(Ordering::SeqCst)
+}
+
+pub(crate) fn outside_wait_window(shard: usize) {
+    // Relaxed: see `arm`.
+    if ARMED.load(Ordering::Relaxed) {
+        if let Some(hook) = lock_hook().as_mut() {
+            hook(shard);
+        }
+    }
 }

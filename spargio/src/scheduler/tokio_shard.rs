@@ -328,6 +328,7 @@ impl Worker {
     pub(super) fn park_in_tokio(&self, timeout: Option<Duration>) -> Option<io::Result<usize>> {
         let tokio = self.tokio.borrow();
         let t = tokio.as_ref()?;
+        crate::driver::faults::outside_wait_window(self.id);
         let wait = {
             let mut driver = self.driver.borrow_mut();
             self.flush_staged(&mut driver);

@@ -170,6 +170,9 @@ pub(crate) struct EpollDriver {
     /// `user_data` of the operations on the blocking pool (a cancel of
     /// one answers `EALREADY`).
     offloaded_ops: HashSet<u64, BuildHasherDefault<UserDataHasher>>,
+    /// The doorbell eventfd reported since `prepare_wait` began
+    /// (`outside.rs`).
+    rung: bool,
     faults: faults::Faults,
 }
 
@@ -206,6 +209,7 @@ impl EpollDriver {
             fd_waiters: 0,
             again: Vec::new(),
             offloaded_ops: HashSet::default(),
+            rung: false,
             faults: faults::Faults::for_shard(shard),
         }
     }
@@ -602,6 +606,7 @@ impl EpollDriver {
         for &(token, ev) in &events {
             if token == EVENTFD_TOKEN {
                 self.drain_eventfd();
+                self.rung = true;
             } else {
                 self.fd_ready(token as usize, ev);
             }

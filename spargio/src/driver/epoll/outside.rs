@@ -7,6 +7,9 @@
 //! Epoll reports a nested epoll fd on each newly ready event, so
 //! [`EpollDriver::prepare_wait`] first collects everything ready now:
 //! an event already queued when the wait began would report nothing new.
+//! That collection drains the doorbell eventfd if it was rung, so a rung
+//! doorbell (work published for the shard after it said it was parked)
+//! also means "do not wait": drained, it would wake nothing.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -37,8 +40,9 @@ impl EpollDriver {
         timeout: Option<Duration>,
     ) -> io::Result<Option<Option<Duration>>> {
         self.run_again();
+        self.rung = false;
         self.wait_events(Some(Duration::ZERO))?;
-        if self.has_completions() {
+        if self.has_completions() || self.rung {
             return Ok(None);
         }
         let timer = self
