@@ -1,0 +1,318 @@
+//! Does the kernel report a TCP connection's end (FIN, or a reset) to a
+//! multishot receive that has just delivered the connection's last data?
+//!
+//! Plain io_uring, no spargio: one ring (`SINGLE_ISSUER | DEFER_TASKRUN`,
+//! as spargio's shards set it up), one provided-buffer ring of 4,096
+//! buffers of 2 KiB, and per accepted connection one receive, re-armed
+//! whenever it ends without an end of stream. Four client threads open
+//! the connections; each sends a 4-byte length, a byte saying how it will
+//! close, then 200 B to 60 KB, and closes with FIN or (one in three) with
+//! a reset (`SO_LINGER` 0). A connection whose end has not reached the
+//! ring 3 s after the last completion counts as lost.
+//!
+//! Three receive shapes, each over the same connections:
+//! `multishot`, `multishot+poll_first` (`IORING_RECVSEND_POLL_FIRST`) and
+//! `oneshot` (a single receive with buffer selection, re-armed per
+//! completion).
+//!
+//! ```text
+//! cargo run --release --manifest-path scripts/probes/multishot_reset/Cargo.toml [ROUNDS] [CONNS]
+//! ```
+//!
+//! Kept outside the workspace: it is a question to the kernel, not part
+//! of the product, and CI does not build it.
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::time::{Duration, Instant};
+
+const BUFS: u16 = 4096;
+const BUF_LEN: usize = 2048;
+const BGID: u16 = 1;
+/// `IORING_RECVSEND_POLL_FIRST`, in the SQE's `ioprio`.
+const POLL_FIRST: u16 = 1;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Multishot,
+    MultishotPollFirst,
+    Oneshot,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Shape::Multishot => "multishot",
+            Shape::MultishotPollFirst => "multishot+poll_first",
+            Shape::Oneshot => "oneshot",
+        }
+    }
+}
+
+/// The kernel's `struct io_uring_buf`.
+#[repr(C)]
+struct BufEntry {
+    addr: u64,
+    len: u32,
+    bid: u16,
+    resv: u16,
+}
+
+/// The provided-buffer ring and the memory its entries point into.
+struct Pool {
+    entries: *mut BufEntry,
+    mem: Vec<u8>,
+    tail: u16,
+}
+
+impl Pool {
+    fn new(ring: &IoUring) -> Pool {
+        let bytes = BUFS as usize * std::mem::size_of::<BufEntry>();
+        // SAFETY: an anonymous private mapping; the result is checked.
+        let entries = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(entries, libc::MAP_FAILED);
+        // SAFETY: page-aligned memory for BUFS entries, never unmapped.
+        unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(entries as u64, BUFS, BGID, 0)
+                .expect("register the buffer ring");
+        }
+        let mut pool = Pool {
+            entries: entries.cast(),
+            mem: vec![0; BUFS as usize * BUF_LEN],
+            tail: 0,
+        };
+        for bid in 0..BUFS {
+            pool.give_back(bid);
+        }
+        pool.publish();
+        pool
+    }
+
+    fn give_back(&mut self, bid: u16) {
+        // SAFETY: the index is masked into the mapping; `bid` names a
+        // BUF_LEN slice of `mem`, which lives as long as the pool.
+        unsafe {
+            let e = self.entries.add((self.tail & (BUFS - 1)) as usize);
+            (*e).addr = self.mem.as_ptr().add(bid as usize * BUF_LEN) as u64;
+            (*e).len = BUF_LEN as u32;
+            (*e).bid = bid;
+        }
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    fn publish(&self) {
+        // SAFETY: the ring's tail is the `resv` field of entry 0 (offset
+        // 14), which the kernel reads atomically.
+        unsafe {
+            let tail = (self.entries as *mut u8).add(14) as *const std::sync::atomic::AtomicU16;
+            (*tail).store(self.tail, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    fn bytes(&self, bid: u16, n: usize) -> &[u8] {
+        &self.mem[bid as usize * BUF_LEN..][..n]
+    }
+}
+
+#[derive(Default)]
+struct Conn {
+    fd: i32,
+    got: usize,
+    ended: bool,
+    head: Vec<u8>,
+}
+
+impl Conn {
+    fn reset_sent(&self) -> Option<bool> {
+        (self.head.len() >= 5).then(|| self.head[4] == 1)
+    }
+}
+
+fn arm(ring: &mut IoUring, shape: Shape, fd: i32, idx: usize) {
+    let entry = match shape {
+        Shape::Oneshot => opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), BUF_LEN as u32)
+            .buf_group(BGID)
+            .build()
+            .flags(squeue::Flags::BUFFER_SELECT),
+        Shape::Multishot | Shape::MultishotPollFirst => {
+            let mut e = opcode::RecvMulti::new(types::Fd(fd), BGID).build();
+            if shape == Shape::MultishotPollFirst {
+                // SAFETY: an SQE is 64 plain bytes; `ioprio` is bytes 2..4.
+                let raw: &mut [u8; 64] = unsafe { std::mem::transmute(&mut e) };
+                let ioprio = u16::from_le_bytes([raw[2], raw[3]]) | POLL_FIRST;
+                raw[2..4].copy_from_slice(&ioprio.to_le_bytes());
+            }
+            e
+        }
+    };
+    // SAFETY: the entry points at no memory of ours (buffers come from
+    // the registered pool).
+    unsafe {
+        ring.submission()
+            .push(&entry.user_data(idx as u64))
+            .expect("submission queue has room")
+    };
+}
+
+fn clients(
+    addr: std::net::SocketAddr,
+    round: usize,
+    conns: usize,
+) -> Vec<std::thread::JoinHandle<()>> {
+    (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut seed = (round * 7919 + t * 104_729 + 1) as u64;
+                for i in 0..conns / 4 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let len = 200 + (seed % 60_000) as usize;
+                    let reset = seed.is_multiple_of(3);
+                    let mut msg = (len as u32).to_le_bytes().to_vec();
+                    msg.push(u8::from(reset));
+                    msg.extend(std::iter::repeat_n((i % 251) as u8, len - 1));
+                    let mut s = TcpStream::connect(addr).expect("connect");
+                    s.write_all(&msg).expect("send");
+                    if reset {
+                        let linger = libc::linger {
+                            l_onoff: 1,
+                            l_linger: 0,
+                        };
+                        // SAFETY: a plain setsockopt on an open socket.
+                        unsafe {
+                            libc::setsockopt(
+                                s.as_raw_fd(),
+                                libc::SOL_SOCKET,
+                                libc::SO_LINGER,
+                                (&linger as *const libc::linger).cast(),
+                                std::mem::size_of::<libc::linger>() as u32,
+                            )
+                        };
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// One round: `conns` connections through `shape`. Returns the lost ends
+/// (FIN, reset) and the reset count.
+fn round(shape: Shape, round: usize, conns: usize) -> (usize, usize, usize) {
+    let mut ring: IoUring = IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_cqsize(16_384)
+        .build(4096)
+        .expect("ring");
+    let mut pool = Pool::new(&ring);
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let threads = clients(listener.local_addr().expect("addr"), round, conns);
+    let mut table: Vec<Conn> = Vec::new();
+    let mut ended = 0;
+    let mut last_progress = Instant::now();
+    while ended < conns && last_progress.elapsed() < Duration::from_secs(3) {
+        while let Ok((s, _)) = listener.accept() {
+            let fd = s.into_raw_fd();
+            table.push(Conn {
+                fd,
+                ..Conn::default()
+            });
+            arm(&mut ring, shape, fd, table.len() - 1);
+        }
+        let ts = types::Timespec::new().nsec(1_000_000);
+        let _ = ring
+            .submitter()
+            .submit_with_args(1, &types::SubmitArgs::new().timespec(&ts));
+        let cqes: Vec<cqueue::Entry> = ring.completion().collect();
+        if !cqes.is_empty() {
+            last_progress = Instant::now();
+        }
+        for cqe in cqes {
+            let idx = cqe.user_data() as usize;
+            let res = cqe.result();
+            let c = &mut table[idx];
+            if let Some(bid) = cqueue::buffer_select(cqe.flags()) {
+                if res > 0 && c.head.len() < 5 {
+                    let n = (res as usize).min(5 - c.head.len());
+                    c.head.extend_from_slice(pool.bytes(bid, n));
+                }
+                pool.give_back(bid);
+            }
+            if res > 0 {
+                c.got += res as usize;
+            }
+            if !cqueue::more(cqe.flags()) {
+                if res == 0 || (res < 0 && res != -libc::ENOBUFS) {
+                    c.ended = true;
+                    ended += 1;
+                } else {
+                    let fd = c.fd;
+                    arm(&mut ring, shape, fd, idx);
+                }
+            }
+        }
+        pool.publish();
+    }
+    for t in threads {
+        t.join().expect("client thread");
+    }
+    let (mut lost_fin, mut lost_reset, mut resets) = (0, 0, 0);
+    for c in &table {
+        let reset = c.reset_sent() == Some(true);
+        resets += usize::from(reset);
+        if !c.ended {
+            if reset {
+                lost_reset += 1;
+            } else {
+                lost_fin += 1;
+            }
+        }
+        // SAFETY: the connection's fd, closed once.
+        unsafe { libc::close(c.fd) };
+    }
+    (lost_fin, lost_reset, resets)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let rounds: usize = args.next().map_or(10, |s| s.parse().expect("ROUNDS"));
+    let conns: usize = args.next().map_or(600, |s| s.parse().expect("CONNS"));
+    let mut uname: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: uname fills the struct it is given.
+    unsafe { libc::uname(&mut uname) };
+    // SAFETY: uname's fields are NUL-terminated.
+    let release = unsafe { std::ffi::CStr::from_ptr(uname.release.as_ptr()) };
+    println!(
+        "kernel {}, {rounds} rounds of {conns} connections per shape",
+        release.to_string_lossy()
+    );
+    for shape in [Shape::Oneshot, Shape::Multishot, Shape::MultishotPollFirst] {
+        let (mut fin, mut reset, mut resets) = (0, 0, 0);
+        for r in 0..rounds {
+            let (f, x, n) = round(shape, r, conns);
+            fin += f;
+            reset += x;
+            resets += n;
+        }
+        let total = rounds * conns;
+        println!(
+            "{:>22}: ends lost: {fin} of {} FIN, {reset} of {resets} resets",
+            shape.name(),
+            total - resets
+        );
+    }
+}
