@@ -136,6 +136,8 @@ pub(crate) fn contended() -> bool {
     ARMED.load(Ordering::Relaxed) && CONTENDED.load(Ordering::SeqCst)
 }
 
+/// The hook of [`before_outside_wait`], if one is set.
+#[cfg(feature = "tokio-compat")]
 pub(crate) fn outside_wait_window(shard: usize) {
     // Relaxed: see `arm`.
     if ARMED.load(Ordering::Relaxed) {
