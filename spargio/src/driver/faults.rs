@@ -20,6 +20,7 @@ static ENTER_ERRNO: AtomicI32 = AtomicI32::new(0);
 static PUSH_REFUSALS: AtomicU32 = AtomicU32::new(0);
 static DIRECT_FAILS: AtomicU32 = AtomicU32::new(0);
 static CONTENDED: AtomicBool = AtomicBool::new(false);
+static POLL_FIRST_MULTISHOT: AtomicBool = AtomicBool::new(false);
 type ShardHook = Box<dyn FnMut(usize) + Send>;
 static BEFORE_OUTSIDE_WAIT: Mutex<Option<ShardHook>> = Mutex::new(None);
 
@@ -62,6 +63,14 @@ pub fn assume_contended(on: bool) {
     arm();
 }
 
+/// Multishot receives are armed with `IORING_RECVSEND_POLL_FIRST`, under
+/// which Linux 6.18 loses nearly every reset that follows data
+/// (`scripts/probes/multishot_reset`), until `reset`.
+pub fn poll_first_multishot_receives(on: bool) {
+    POLL_FIRST_MULTISHOT.store(on, Ordering::SeqCst);
+    arm();
+}
+
 /// Runs `hook` (with the shard's index) on a shard thread each time that
 /// shard, parking in its tokio runtime, has published itself parked and
 /// not yet prepared the wait: the window in which a wake must still end
@@ -93,6 +102,7 @@ pub fn reset() {
     PUSH_REFUSALS.store(0, Ordering::SeqCst);
     DIRECT_FAILS.store(0, Ordering::SeqCst);
     CONTENDED.store(false, Ordering::SeqCst);
+    POLL_FIRST_MULTISHOT.store(false, Ordering::SeqCst);
     *lock_hook() = None;
 }
 
@@ -129,6 +139,11 @@ pub(crate) fn push_refused() -> bool {
 
 pub(crate) fn direct_post_fails() -> bool {
     take(&DIRECT_FAILS)
+}
+
+pub(crate) fn poll_first_multishot() -> bool {
+    // Relaxed: see `arm`.
+    ARMED.load(Ordering::Relaxed) && POLL_FIRST_MULTISHOT.load(Ordering::SeqCst)
 }
 
 pub(crate) fn contended() -> bool {

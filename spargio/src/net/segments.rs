@@ -14,6 +14,18 @@
 //! operation as soon as a segment is dropped. A consumer that keeps every
 //! segment alive while waiting for the next one therefore waits forever:
 //! size the pool for how much you hold ([`RecvPoolConfig`]).
+//!
+//! The end of a stream is watched twice. Linux's multishot receive can
+//! miss a reset (RST) that arrives right after data and then never
+//! complete, though the socket is closed (measured on 6.18.44 by
+//! `scripts/probes/multishot_reset`: about 1 reset in 24,000 as armed
+//! here, nearly all of them when armed poll-first). A plain one-shot poll
+//! for `POLLRDHUP` on the same socket sees every one of them. So each
+//! stream keeps such a poll in flight beside its receive; when it fires
+//! (the peer closed, shut down its side, or reset), the receive is
+//! cancelled and armed afresh, and a receive armed on a socket that has
+//! ended reads what is queued and then the end at once. Cost: one more
+//! operation per stream, not per segment.
 
 use std::io;
 use std::sync::Arc;
@@ -21,7 +33,7 @@ use std::task::{Context, Poll};
 
 use crate::buf::ring::BufRing;
 use crate::buf::IoBuf;
-use crate::op::recv_multi::RecvMulti;
+use crate::op::recv_multi::{HangupWatch, RecvMulti};
 use crate::op::{Completion, Lane, MultiOp};
 use crate::scheduler::context;
 use crate::shard_id::ShardId;
@@ -142,15 +154,20 @@ unsafe impl IoBuf for RecvSegment {
 /// the pool before the cancel takes effect are discarded, as with any
 /// dropped read.
 ///
-/// Known kernel issue: Linux's multishot receive can miss a reset (RST)
-/// that arrives right after data, and then never completes, though the
-/// socket is closed. Rare as this stream arms it (1 reset in about 24,000
-/// on 6.18.44 in `scripts/probes/multishot_reset` of the repository);
-/// where a peer may reset and a hang matters, bound the wait with
-/// [`time::timeout`](crate::time::timeout).
+/// Linux's multishot receive can miss a reset (RST) that arrives right
+/// after data; each stream therefore also watches its socket with a plain
+/// poll, which sees the reset, and then ends the receive itself (module
+/// docs). The stream ends with the reset's `ConnectionReset` error either
+/// way.
 #[derive(Debug)]
 pub struct RecvSegments {
     op: MultiOp<RecvMulti>,
+    /// The hangup watch (module docs); `watched` once it fired.
+    watch: MultiOp<HangupWatch>,
+    watched: bool,
+    /// The receive was cancelled because the watch fired: its
+    /// `ECANCELED` means "arm again", not the end.
+    cancelled_for_watch: bool,
     pool: Arc<BufRing>,
     session: ShardId,
     /// The kernel ran out of buffers: re-arm once one comes back.
@@ -185,8 +202,18 @@ impl RecvSegments {
                 pool: pool.clone(),
             },
         );
+        let watch = MultiOp::submit(
+            &shared,
+            Lane::Shard(session),
+            HangupWatch {
+                fd: core.fd.clone(),
+            },
+        );
         Ok(RecvSegments {
             op,
+            watch,
+            watched: false,
+            cancelled_for_watch: false,
             pool,
             session,
             starved: false,
@@ -247,6 +274,13 @@ impl RecvSegments {
                 self.starved = false;
                 self.op.rearm(Lane::Shard(self.session));
             }
+            if !self.watched && self.watch.poll_next(cx).is_ready() {
+                // The peer is done (or the watch could not be armed):
+                // from here a fresh receive reads the rest and the end.
+                self.watched = true;
+                self.cancelled_for_watch = true;
+                self.op.cancel();
+            }
             match self.op.poll_next(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => self.op.rearm(Lane::Shard(self.session)),
@@ -274,6 +308,12 @@ impl RecvSegments {
             })),
             (Err(err), None) if err.raw_os_error() == Some(libc::ENOBUFS) => {
                 self.starved = true;
+                None
+            }
+            (Err(err), None)
+                if self.cancelled_for_watch && err.raw_os_error() == Some(libc::ECANCELED) =>
+            {
+                self.cancelled_for_watch = false;
                 None
             }
             (res, bid) => {
