@@ -25,7 +25,7 @@
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::{fmt, io};
@@ -96,6 +96,63 @@ impl PoolMemory {
     }
 }
 
+/// Buffers in each shard's shared receive pool ([`shard_pool`]), at most.
+pub(crate) const SHARD_POOL_BUFFERS: u16 = 512;
+/// Buffers a shard's pool starts with, and adds when it runs low: the
+/// memory of buffers never needed is never touched, and the few in use
+/// stay in cache.
+pub(crate) const SHARD_POOL_STEP: u16 = 64;
+/// Bytes per buffer of a shard's shared receive pool.
+pub(crate) const SHARD_POOL_BUFFER_LEN: u32 = 2048;
+
+/// How long a pool that ran dry with every buffer given counts as dry
+/// ([`BufRing::mark_dry`]).
+const DRY_FOR: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// A shard's shared receive pool, registered on first use.
+pub(crate) enum ShardPool {
+    Untried,
+    Ready(Arc<BufRing>),
+    /// Registration failed, or the shard is shutting down: not retried.
+    Refused,
+}
+
+/// The shared receive pool of the calling thread's shard, when that is
+/// shard `shard` of `shared`'s runtime (else `None`: a pool is registered
+/// on, and used by, its own shard's ring). Registered on first use with
+/// [`SHARD_POOL_STEP`] buffers of [`SHARD_POOL_BUFFER_LEN`] bytes, growing
+/// to [`SHARD_POOL_BUFFERS`].
+pub(crate) fn shard_pool(shared: &Arc<Shared>, shard: ShardId) -> Option<Arc<BufRing>> {
+    context::with_worker(|w| {
+        let w = w.filter(|w| w.id == shard && Arc::ptr_eq(&w.shared, shared))?;
+        if let ShardPool::Ready(pool) = &*w.recv_pool.borrow() {
+            return Some(pool.clone());
+        }
+        if !matches!(*w.recv_pool.borrow(), ShardPool::Untried) {
+            return None;
+        }
+        let pool = BufRing::register_with(
+            shared,
+            shard,
+            SHARD_POOL_BUFFERS,
+            SHARD_POOL_BUFFER_LEN,
+            SHARD_POOL_STEP,
+        );
+        let mut slot = w.recv_pool.borrow_mut();
+        match pool {
+            Ok(pool) => {
+                *slot = ShardPool::Ready(pool.clone());
+                Some(pool)
+            }
+            Err(err) => {
+                crate::diag::event::no_recv_pool(shard, &err);
+                *slot = ShardPool::Refused;
+                None
+            }
+        }
+    })
+}
+
 /// A registered pool of provided buffers (module docs).
 pub(crate) struct BufRing {
     memory: Option<PoolMemory>,
@@ -108,6 +165,13 @@ pub(crate) struct BufRing {
     tail: Mutex<u16>,
     /// Buffers the kernel handed out and nobody recycled yet.
     held: AtomicUsize,
+    /// Buffers `0..provided` have been given to the kernel (the rest of
+    /// the allocation is untouched: see [`BufRing::grow`]). Changed only
+    /// under `tail`'s lock.
+    provided: AtomicU16,
+    /// Until this coarse-clock instant (ns) the pool counts as dry
+    /// ([`BufRing::mark_dry`]); 0: not dry.
+    dry_until: AtomicU64,
     /// A consumer waiting for a buffer to come back (the kernel ran out).
     waiter: Mutex<Option<Waker>>,
     /// `waiter` is set: lets a recycle skip its lock in the common case.
@@ -122,6 +186,7 @@ impl fmt::Debug for BufRing {
             .field("entries", &self.entries)
             .field("buffer_len", &self.buffer_len)
             .field("held", &self.held.load(Ordering::Relaxed))
+            .field("provided", &self.provided.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -142,6 +207,18 @@ impl BufRing {
         shard: ShardId,
         entries: u16,
         buffer_len: u32,
+    ) -> io::Result<Arc<BufRing>> {
+        BufRing::register_with(shared, shard, entries, buffer_len, entries)
+    }
+
+    /// [`register`](Self::register), giving the kernel only the first
+    /// `initial` buffers; [`grow`](Self::grow) gives more.
+    pub(crate) fn register_with(
+        shared: &Arc<Shared>,
+        shard: ShardId,
+        entries: u16,
+        buffer_len: u32,
+        initial: u16,
     ) -> io::Result<Arc<BufRing>> {
         if !entries.is_power_of_two() || entries > 1 << 15 || buffer_len == 0 {
             return Err(io::Error::new(
@@ -176,13 +253,13 @@ impl BufRing {
             shard,
             shared: shared.clone(),
             tail: Mutex::new(0),
-            held: AtomicUsize::new(entries as usize),
+            held: AtomicUsize::new(0),
+            provided: AtomicU16::new(0),
+            dry_until: AtomicU64::new(0),
             waiter: Mutex::new(None),
             waiting: AtomicBool::new(false),
         };
-        for bid in 0..entries {
-            ring.recycle(bid);
-        }
+        ring.grow(initial.max(1));
         Ok(Arc::new(ring))
     }
 
@@ -203,7 +280,47 @@ impl BufRing {
     /// Buffers the kernel could use right now, counting every completion
     /// the consumer has seen.
     pub(crate) fn available(&self) -> usize {
-        usize::from(self.entries) - self.held.load(Ordering::SeqCst)
+        usize::from(self.provided.load(Ordering::SeqCst)) - self.held.load(Ordering::SeqCst)
+    }
+
+    /// Gives the kernel up to `step` buffers it never had (a pool starts
+    /// with part of its buffers, so that memory it never needs is never
+    /// touched: the kernel takes buffers in ring order and would cycle
+    /// through all of them). False when every buffer was given already.
+    pub(crate) fn grow(&self, step: u16) -> bool {
+        let mut tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        let from = self.provided.load(Ordering::SeqCst);
+        let to = from.saturating_add(step).min(self.entries);
+        if from == to {
+            return false;
+        }
+        for bid in from..to {
+            // In the ring now: `from − held` < `to` ≤ entries buffers.
+            self.write_desc(&mut tail, bid);
+        }
+        // SeqCst: a consumer that sees the new count sees the buffers.
+        self.provided.store(to, Ordering::SeqCst);
+        true
+    }
+
+    /// Records that the kernel ran out of buffers with every buffer given:
+    /// for the next `DRY_FOR`, [`is_dry`](Self::is_dry) says so.
+    pub(crate) fn mark_dry(&self) {
+        let until = crate::time::clock::coarse_ns() + DRY_FOR.as_nanos() as u64;
+        self.dry_until.store(until, Ordering::Relaxed);
+    }
+
+    /// The kernel ran out of buffers lately, with every buffer given: new
+    /// multishot receives would likely end at once.
+    pub(crate) fn is_dry(&self) -> bool {
+        let until = self.dry_until.load(Ordering::Relaxed);
+        until != 0 && crate::time::clock::coarse_ns() < until
+    }
+
+    /// Buffers given to the kernel so far.
+    #[cfg(test)]
+    pub(crate) fn provided(&self) -> u16 {
+        self.provided.load(Ordering::SeqCst)
     }
 
     /// Records that a completion handed out buffer `bid`.
@@ -237,26 +354,12 @@ impl BufRing {
     /// of calling it (for callers holding a lock).
     pub(crate) fn recycle_deferred(&self, bid: u16) -> Option<std::task::Waker> {
         debug_assert!(bid < self.entries);
-        let memory = self.memory();
         {
             let mut tail = self.tail.lock().unwrap_or_else(|p| p.into_inner());
-            let slot = usize::from(*tail & (self.entries - 1));
-            let addr = memory.bufs.as_ptr() as u64 + u64::from(bid) * u64::from(self.buffer_len);
-            // The slot is outside the kernel's window (tail − head < entries
-            // while we hold `bid`, module docs); only this mutex's holder
-            // writes descriptors, and never `resv` (descriptor 0's is the
-            // tail).
-            // SAFETY: `slot` < entries: in bounds of the ring allocation.
-            unsafe {
-                let desc = memory.ring.as_ptr().add(slot * DESC);
-                desc.cast::<u64>().write(addr);
-                desc.add(8).cast::<u32>().write(self.buffer_len);
-                desc.add(12).cast::<u16>().write(bid);
-            }
-            *tail = tail.wrapping_add(1);
-            // Release: the descriptor writes above happen before the kernel
-            // (which loads the tail with acquire) can see the new tail.
-            self.shared_tail().store(*tail, Ordering::Release);
+            // The slot is outside the kernel's window: at most
+            // `provided − held` < entries buffers are in the ring while we
+            // hold `bid` (module docs).
+            self.write_desc(&mut tail, bid);
         }
         // SeqCst on `held` and `waiting`, here and in `wait_for_buffer` +
         // `available`: either this recycle sees the waiter's flag, or the
@@ -266,6 +369,28 @@ impl BufRing {
             return self.waiter.lock().unwrap_or_else(|p| p.into_inner()).take();
         }
         None
+    }
+
+    /// Writes buffer `bid`'s descriptor at the tail and publishes it.
+    /// The caller holds `tail`'s lock and knows the tail slot is outside
+    /// the kernel's window (fewer than `entries` buffers in the ring).
+    fn write_desc(&self, tail: &mut u16, bid: u16) {
+        let memory = self.memory();
+        let slot = usize::from(*tail & (self.entries - 1));
+        let addr = memory.bufs.as_ptr() as u64 + u64::from(bid) * u64::from(self.buffer_len);
+        // Only the holder of `tail`'s lock writes descriptors, and never
+        // `resv` (descriptor 0's is the tail).
+        // SAFETY: `slot` < entries: in bounds of the ring allocation.
+        unsafe {
+            let desc = memory.ring.as_ptr().add(slot * DESC);
+            desc.cast::<u64>().write(addr);
+            desc.add(8).cast::<u32>().write(self.buffer_len);
+            desc.add(12).cast::<u16>().write(bid);
+        }
+        *tail = tail.wrapping_add(1);
+        // Release: the descriptor writes above happen before the kernel
+        // (which loads the tail with acquire) can see the new tail.
+        self.shared_tail().store(*tail, Ordering::Release);
     }
 
     fn shared_tail(&self) -> &AtomicU16 {

@@ -10,6 +10,7 @@
 //! | `spargio::backpressure` | debug | a message or spawn refused at a queue's bound |
 //! | `spargio::shard` | error | a shard loop failed; the runtime shuts down |
 //! | `spargio::shard` | error | a shard's ring would not enable; that shard runs on epoll |
+//! | `spargio::ring` | warn | a shard's shared receive pool could not be registered |
 //!
 //! With the `tracing` feature, events raised inside a task carry its span
 //! (`task.rs`).
@@ -81,5 +82,15 @@ pub(crate) fn shard_failed(shard: ShardId) {
         error,
         "spargio::shard",
         "shard {shard}: the shard loop failed; shutting the runtime down"
+    );
+}
+
+/// A shard's shared receive pool could not be registered (once per shard:
+/// it is not retried); its streams receive into a buffer each.
+pub(crate) fn no_recv_pool(shard: ShardId, err: &std::io::Error) {
+    emit!(
+        warn,
+        "spargio::ring",
+        "shard {shard}: no shared receive pool ({err}); receives use a buffer each"
     );
 }

@@ -32,9 +32,7 @@ use std::task::{Context, Poll, Waker};
 use crossbeam_utils::CachePadded;
 use slab::Slab;
 
-use super::lifecycle::{
-    Discard, Keepalive, Lifecycle, OnComplete, Orphan, Outcome, MULTISHOT_QUEUE_LIMIT,
-};
+use super::lifecycle::{Discard, Keepalive, Lifecycle, OnComplete, Orphan, Outcome};
 use crate::error::RuntimeError;
 
 const GEN_BITS: u32 = 24;
@@ -80,9 +78,11 @@ struct Entry {
     shots: Option<Box<Shots>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shots {
     queue: VecDeque<Outcome>,
+    /// Unread completions at which the operation is paused.
+    limit: usize,
     /// The final completion is in (last in `queue`, or already read).
     ended: bool,
     /// The queue reached its bound and a cancel was asked for: the
@@ -285,9 +285,16 @@ impl OpTable {
         self.insert_entry(phase, opcode, None)
     }
 
-    /// Creates an entry for a multishot operation (module docs).
-    pub(crate) fn insert_multi(&self, phase: Phase, opcode: u8) -> io::Result<OpKey> {
-        self.insert_entry(phase, opcode, Some(Box::default()))
+    /// Creates an entry for a multishot operation (module docs) that is
+    /// paused once `limit` completions wait unread (at least one).
+    pub(crate) fn insert_multi(&self, phase: Phase, opcode: u8, limit: usize) -> io::Result<OpKey> {
+        let shots = Shots {
+            queue: VecDeque::new(),
+            limit: limit.max(1),
+            ended: false,
+            paused: false,
+        };
+        self.insert_entry(phase, opcode, Some(Box::new(shots)))
     }
 
     /// Operations in the table per opcode (slot docs on `Inner::by_opcode`).
@@ -555,7 +562,7 @@ impl OpTable {
         };
         shots.queue.push_back(outcome);
         shots.ended |= last;
-        if !last && !shots.paused && shots.queue.len() >= MULTISHOT_QUEUE_LIMIT {
+        if !last && !shots.paused && shots.queue.len() >= shots.limit {
             // Nobody reads: stop the kernel from producing more (module
             // docs of `lifecycle.rs`); the reader re-arms on demand.
             shots.paused = true;

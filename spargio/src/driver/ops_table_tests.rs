@@ -2,6 +2,7 @@
 //! close.
 
 use super::*;
+use crate::driver::lifecycle::MULTISHOT_QUEUE_LIMIT;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::task::Wake;
@@ -200,7 +201,9 @@ impl Discard for Sink {
 #[test]
 fn multishot_queues_until_the_final_completion() {
     let table = OpTable::default();
-    let key = table.insert_multi(Phase::InRing, 0).unwrap();
+    let key = table
+        .insert_multi(Phase::InRing, 0, MULTISHOT_QUEUE_LIMIT)
+        .unwrap();
     let flag = Arc::new(Flag(AtomicBool::new(false)));
     let waker = Waker::from(flag.clone());
     let mut cx = Context::from_waker(&waker);
@@ -225,7 +228,9 @@ fn multishot_queues_until_the_final_completion() {
 #[test]
 fn orphaned_multishot_discards_unread_and_later_completions() {
     let table = OpTable::default();
-    let key = table.insert_multi(Phase::InRing, 0).unwrap();
+    let key = table
+        .insert_multi(Phase::InRing, 0, MULTISHOT_QUEUE_LIMIT)
+        .unwrap();
     let mut out = Reaped::default();
     table.complete_batch([(key, shot(5))], &mut out);
     let sink = Sink::default();
@@ -240,7 +245,9 @@ fn orphaned_multishot_discards_unread_and_later_completions() {
 #[test]
 fn an_unread_multishot_is_paused_at_its_bound() {
     let table = OpTable::default();
-    let key = table.insert_multi(Phase::InRing, 0).unwrap();
+    let key = table
+        .insert_multi(Phase::InRing, 0, MULTISHOT_QUEUE_LIMIT)
+        .unwrap();
     let mut out = Reaped::default();
     let shots: Vec<_> = (0..MULTISHOT_QUEUE_LIMIT as i32 + 5)
         .map(|i| (key, shot(i)))
@@ -260,7 +267,9 @@ fn an_unread_multishot_is_paused_at_its_bound() {
 #[test]
 fn orphaning_an_ended_multishot_hands_the_hook_back() {
     let table = OpTable::default();
-    let key = table.insert_multi(Phase::InRing, 0).unwrap();
+    let key = table
+        .insert_multi(Phase::InRing, 0, MULTISHOT_QUEUE_LIMIT)
+        .unwrap();
     let mut out = Reaped::default();
     table.complete_batch([(key, shot(1)), (key, kernel(0))], &mut out);
     let sink = Sink::default();
@@ -272,7 +281,9 @@ fn orphaning_an_ended_multishot_hands_the_hook_back() {
 #[test]
 fn close_ends_a_queued_multishot() {
     let table = OpTable::default();
-    let key = table.insert_multi(Phase::Queued, 0).unwrap();
+    let key = table
+        .insert_multi(Phase::Queued, 0, MULTISHOT_QUEUE_LIMIT)
+        .unwrap();
     let mut out = Reaped::default();
     assert!(table.close(&mut out).is_empty());
     let waker = Waker::from(Arc::new(Flag(AtomicBool::new(false))));

@@ -63,6 +63,7 @@
 //! * [`BufReader`] and [`BufWriter`].
 //! * [`framed::LengthDelimited`]: length-prefixed frames.
 
+mod armed_recv;
 mod buf_reader;
 mod buf_writer;
 mod compat;

@@ -202,7 +202,7 @@ impl<K: OpKind> std::fmt::Debug for Op<K> {
 unsafe fn start(
     shared: &Arc<Shared>,
     lane: Lane,
-    multishot: bool,
+    multishot: Option<usize>,
     build: impl FnOnce() -> squeue::Entry,
 ) -> io::Result<(ShardId, OpKey)> {
     let current = context::current_shard(shared);
@@ -221,10 +221,9 @@ unsafe fn start(
     let sqe = build();
     // Opcodes fit in a byte (the SQE's field is one).
     let opcode = sqe.get_opcode() as u8;
-    let key = if multishot {
-        ops.insert_multi(phase, opcode)?
-    } else {
-        ops.insert(phase, opcode)?
+    let key = match multishot {
+        Some(limit) => ops.insert_multi(phase, opcode, limit)?,
+        None => ops.insert(phase, opcode)?,
     };
     // SAFETY: forwarded from this function's contract.
     unsafe { shared.submit_op(shard, key, sqe, local) };
@@ -237,7 +236,7 @@ impl<K: OpKind> Op<K> {
         // SAFETY: `kind` (OpKind's contract) owns every address in the SQE;
         // this future keeps it until the entry completes, or orphans it
         // into the entry on drop (`Drop` below).
-        let state = match unsafe { start(shared, lane, false, || kind.build()) } {
+        let state = match unsafe { start(shared, lane, None, || kind.build()) } {
             Ok((shard, key)) => State::InFlight { shard, key },
             Err(err) => State::Refused(err),
         };

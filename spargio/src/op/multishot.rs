@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 use io_uring::squeue;
 
 use super::{start, Completion, Lane};
-use crate::driver::lifecycle::Discard;
+use crate::driver::lifecycle::{Discard, MULTISHOT_QUEUE_LIMIT};
 use crate::driver::OpKey;
 use crate::scheduler::Shared;
 use crate::shard_id::ShardId;
@@ -36,6 +36,12 @@ use crate::shard_id::ShardId;
 pub(crate) unsafe trait MultishotKind: Discard {
     /// The SQE (its `user_data` is set by the runtime).
     fn build(&mut self) -> squeue::Entry;
+
+    /// Unread completions at which the runtime pauses the operation
+    /// (`driver/lifecycle.rs`).
+    fn queue_limit(&self) -> usize {
+        MULTISHOT_QUEUE_LIMIT
+    }
 }
 
 enum State {
@@ -97,10 +103,11 @@ impl<K: MultishotKind> MultiOp<K> {
             return;
         }
         let kind = self.kind.as_mut().expect("resources present until drop");
+        let limit = kind.queue_limit();
         // SAFETY: `kind` (MultishotKind's contract) owns every address in
         // the SQE; this value keeps it until the last completion, or
         // orphans it into the entry on drop (`Drop` below).
-        self.state = match unsafe { start(&self.shared, lane, true, || kind.build()) } {
+        self.state = match unsafe { start(&self.shared, lane, Some(limit), || kind.build()) } {
             Ok((shard, key)) => State::InFlight { shard, key },
             Err(err) => State::Refused(err),
         };

@@ -8,12 +8,22 @@ use super::{MultishotKind, SharedFd};
 use crate::buf::ring::BufRing;
 use crate::driver::lifecycle::Discard;
 
+/// `IORING_RECV_MULTISHOT`, in the SQE's `ioprio`.
+const RECV_MULTISHOT: u16 = 1 << 1;
+/// `IORING_RECVSEND_POLL_FIRST`, in the SQE's `ioprio`.
+const RECVSEND_POLL_FIRST: u16 = 1;
+
 /// Receives until cancelled, end of stream, an error, or the pool runs dry:
 /// one completion per chunk, each naming the pool buffer it filled.
 pub(crate) struct RecvMulti {
     pub(crate) fd: SharedFd,
     /// Kept registered (and its memory alive) until the final completion.
     pub(crate) pool: Arc<BufRing>,
+    /// The socket was found empty just now: arm the poll at once instead
+    /// of a first receive that would fail with `EAGAIN`.
+    pub(crate) poll_first: bool,
+    /// Unread completions at which the runtime pauses the receive.
+    pub(crate) limit: usize,
 }
 
 // SAFETY: the SQE carries no pointers of its own; the buffers it may fill
@@ -21,10 +31,21 @@ pub(crate) struct RecvMulti {
 // completion, and the fd by `fd`.
 unsafe impl MultishotKind for RecvMulti {
     fn build(&mut self) -> squeue::Entry {
-        if crate::driver::faults::poll_first_multishot() {
-            return poll_first(self.fd.raw(), self.pool.bgid());
+        let mut ioprio = RECV_MULTISHOT;
+        if self.poll_first || crate::driver::faults::poll_first_multishot() {
+            ioprio |= RECVSEND_POLL_FIRST;
         }
-        opcode::RecvMulti::new(types::Fd(self.fd.raw()), self.pool.bgid()).build()
+        // `opcode::RecvMulti` with `ioprio` settable: a null buffer of
+        // length 0 and `BUFFER_SELECT` make the kernel take a pool buffer.
+        opcode::Recv::new(types::Fd(self.fd.raw()), std::ptr::null_mut(), 0)
+            .buf_group(self.pool.bgid())
+            .ioprio(ioprio)
+            .build()
+            .flags(squeue::Flags::BUFFER_SELECT)
+    }
+
+    fn queue_limit(&self) -> usize {
+        self.limit
     }
 }
 
@@ -56,15 +77,22 @@ impl Discard for RecvMulti {
     }
 }
 
-/// The same receive armed `IORING_RECVSEND_POLL_FIRST` (test-only, see
-/// `driver/faults.rs`): what `RecvMulti::build` makes, with that bit too.
-#[cold]
-fn poll_first(fd: i32, bgid: u16) -> squeue::Entry {
-    const RECV_MULTISHOT: u16 = 2;
-    const RECVSEND_POLL_FIRST: u16 = 1;
-    opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), 0)
-        .buf_group(bgid)
-        .ioprio(RECV_MULTISHOT | RECVSEND_POLL_FIRST)
-        .build()
-        .flags(squeue::Flags::BUFFER_SELECT)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_entry_is_the_kernels_multishot_receive() {
+        // The same SQE `opcode::RecvMulti` builds, plus `POLL_FIRST`.
+        let reference = opcode::RecvMulti::new(types::Fd(7), 3).build();
+        let ours = opcode::Recv::new(types::Fd(7), std::ptr::null_mut(), 0)
+            .buf_group(3)
+            .ioprio(RECV_MULTISHOT)
+            .build()
+            .flags(squeue::Flags::BUFFER_SELECT);
+        // SAFETY: `squeue::Entry` is `#[repr(C)]` around the kernel's
+        // 64-byte `io_uring_sqe`, all integer fields: any bytes are valid.
+        let bytes = |e: squeue::Entry| unsafe { std::mem::transmute::<_, [u8; 64]>(e) };
+        assert_eq!(bytes(reference), bytes(ours));
+    }
 }

@@ -64,6 +64,13 @@ impl Worker {
         }
         self.events.borrow_mut().clear(&self.shared, self.id);
         self.quiesce_ops();
+        // Unregistered here, on the shard, while the ring is open: the
+        // operations that used it are reaped.
+        let pool = std::mem::replace(
+            &mut *self.recv_pool.borrow_mut(),
+            crate::buf::ring::ShardPool::Refused,
+        );
+        drop(pool);
         self.shared.exit.arrive();
     }
 }

@@ -78,6 +78,8 @@ pub(crate) struct Worker {
     /// Sums of coalesced hot tags waiting for mailbox room (`coalesce.rs`).
     pub(super) coalesced_out: RefCell<Vec<super::coalesce::PendingSum>>,
     pub(super) steal: RefCell<StealState>,
+    /// The shard's shared receive pool (`buf/ring.rs`, `shard_pool`).
+    pub(crate) recv_pool: RefCell<crate::buf::ring::ShardPool>,
     in_poll: Cell<bool>,
     /// Counts polls down to the next timed one (`stats/histogram.rs`).
     poll_sample: Cell<u32>,
@@ -120,6 +122,7 @@ impl Worker {
             direct_retry: RefCell::new(std::collections::VecDeque::new()),
             coalesced_out: RefCell::new(Vec::new()),
             steal: RefCell::new(StealState::new(id, n)),
+            recv_pool: RefCell::new(crate::buf::ring::ShardPool::Untried),
             in_poll: Cell::new(false),
             poll_sample: Cell::new(1),
             ring_warned: Cell::new(false),
