@@ -17,10 +17,14 @@
 //! and one slow connection cannot starve the others.
 //!
 //! Linux's multishot receive can miss a reset that follows data and then
-//! never complete (`net/segments.rs` has the figures). So each armed
-//! receive has a hangup watch beside it, a one-shot `POLLRDHUP` poll;
-//! when it fires, the receive is cancelled and the reader goes on with a
-//! receive of its own, which reads the rest and the end at once.
+//! never complete (`net/segments.rs` has the figures). So a connection
+//! whose reads arm a receive also gets a hangup [`Watch`], a one-shot
+//! `POLLRDHUP` poll, armed with its first armed receive and kept across
+//! re-arms (re-arming it with each receive cost 20% more CPU per request
+//! at 4,000 connections, where receives end and re-arm often). When it
+//! fires, the armed receive is cancelled and no other is armed: the
+//! reader goes on with receives of its own, which read the rest and the
+//! end at once.
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -42,11 +46,40 @@ pub(super) const QUEUE_LIMIT: usize = 8;
 const MIN_FREE: usize = 16;
 
 /// A multishot receive in flight on the shard pool (module docs).
+/// One connection's hangup watch (module docs).
+pub(super) struct Watch {
+    op: MultiOp<HangupWatch>,
+    fired: bool,
+}
+
+impl Watch {
+    fn new(core: &StreamCore) -> Watch {
+        Watch {
+            op: MultiOp::submit(
+                &core.handle.shared,
+                Lane::Shard(core.session),
+                HangupWatch {
+                    fd: core.fd.clone(),
+                },
+            ),
+            fired: false,
+        }
+    }
+
+    /// True once the peer closed, shut down its side or reset (or the
+    /// watch could not be armed); until then `cx` is woken when it does.
+    fn poll_fired(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.fired && self.op.poll_next(cx).is_ready() {
+            self.fired = true;
+        }
+        self.fired
+    }
+}
+
 pub(super) struct ArmedRecv {
     op: MultiOp<RecvMulti>,
-    /// The hangup watch (module docs); `watched` once it fired.
-    watch: MultiOp<HangupWatch>,
-    watched: bool,
+    /// The watch fired and this receive was cancelled for it.
+    cancelled: bool,
     pool: Arc<BufRing>,
     /// A pool buffer handed out and not yet copied in full:
     /// `(bid, start, end)`.
@@ -58,8 +91,12 @@ pub(super) struct ArmedRecv {
 
 impl ArmedRecv {
     /// Arms a receive on `core`'s socket, found empty just now; `None`
-    /// off the session shard or when its pool is (nearly) dry.
-    pub(super) fn arm(core: &StreamCore) -> Option<ArmedRecv> {
+    /// off the session shard, when its pool is (nearly) dry, or once the
+    /// connection's `watch` (made here with the first receive) fired.
+    pub(super) fn arm(core: &StreamCore, watch: &mut Option<Box<Watch>>) -> Option<ArmedRecv> {
+        if watch.as_ref().is_some_and(|w| w.fired) {
+            return None;
+        }
         let shared = &core.handle.shared;
         let pool = crate::buf::ring::shard_pool(shared, core.session)?;
         if pool.is_dry() || (pool.available() < MIN_FREE && !pool.grow(SHARD_POOL_STEP)) {
@@ -80,17 +117,12 @@ impl ArmedRecv {
                 limit: QUEUE_LIMIT,
             },
         );
-        let watch = MultiOp::submit(
-            shared,
-            Lane::Shard(core.session),
-            HangupWatch {
-                fd: core.fd.clone(),
-            },
-        );
+        if watch.is_none() {
+            *watch = Some(Box::new(Watch::new(core)));
+        }
         Some(ArmedRecv {
             op,
-            watch,
-            watched: false,
+            cancelled: false,
             pool,
             held: None,
             failed: None,
@@ -105,6 +137,7 @@ impl ArmedRecv {
         &mut self,
         cx: &mut Context<'_>,
         out: &mut [MaybeUninit<u8>],
+        watch: &mut Watch,
     ) -> Poll<Option<io::Result<usize>>> {
         let mut n = 0;
         loop {
@@ -137,11 +170,10 @@ impl ArmedRecv {
                     return Poll::Ready(Some(Err(err)));
                 }
             }
-            if !self.watched && self.watch.poll_next(cx).is_ready() {
-                // The peer closed, shut down its side or reset (or the
-                // watch could not be armed): end the receive; its
-                // `ECANCELED` sends the reader to a receive of its own.
-                self.watched = true;
+            if !self.cancelled && watch.poll_fired(cx) {
+                // End the receive; its `ECANCELED` sends the reader to a
+                // receive of its own.
+                self.cancelled = true;
                 self.op.cancel();
             }
             let done = match self.op.poll_next(cx) {

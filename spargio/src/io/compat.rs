@@ -77,7 +77,7 @@ use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use super::armed_recv::ArmedRecv;
+use super::armed_recv::{ArmedRecv, Watch};
 use crate::buf::IoBuf;
 use crate::net::stream::StreamCore;
 use crate::net::{TcpStream, UnixStream};
@@ -168,6 +168,9 @@ pub struct Compat<T> {
     /// The receive kept armed between reads (`armed_recv.rs`); boxed,
     /// as it is armed once per connection and would double the adaptor.
     pub(super) armed: Option<Box<ArmedRecv>>,
+    /// The connection's hangup watch, made with its first armed receive
+    /// (`armed_recv.rs`).
+    watch: Option<Box<Watch>>,
     /// The last receive returned less than it asked for.
     drained: bool,
     /// The armed receive just ended (its pool ran dry, it was paused): the
@@ -204,6 +207,7 @@ impl<T: CompatStream> Compat<T> {
         Compat {
             inner,
             armed: None,
+            watch: None,
             drained: false,
             skip_arm: false,
             wait_read: WAIT_READ_MIN,
@@ -291,8 +295,8 @@ impl<T: CompatStream> Compat<T> {
                     if out.is_empty() {
                         return Poll::Ready(Ok(0));
                     }
-                    if let Some(armed) = &mut self.armed {
-                        match armed.poll_read(cx, out) {
+                    if let (Some(armed), Some(watch)) = (&mut self.armed, &mut self.watch) {
+                        match armed.poll_read(cx, out, watch) {
                             Poll::Ready(Some(res)) => return Poll::Ready(res),
                             Poll::Pending => return Poll::Pending,
                             // It ended (out of pool buffers, paused): what
@@ -330,7 +334,7 @@ impl<T: CompatStream> Compat<T> {
                     // where it cannot be had, a receive of our own.
                     let arm = !std::mem::take(&mut self.skip_arm);
                     if let Some(armed) = arm
-                        .then(|| ArmedRecv::arm(sealed::Sealed::core(&self.inner)))
+                        .then(|| ArmedRecv::arm(sealed::Sealed::core(&self.inner), &mut self.watch))
                         .flatten()
                     {
                         self.armed = Some(Box::new(armed));
