@@ -18,9 +18,13 @@
 //!   its next request holds no receive buffer, and a request costs one
 //!   completion, no submission and no poll arm. Each completion's bytes
 //!   are copied into the caller's slice and its pool buffer given back.
+//!   A one-shot poll per connection watches for the peer's hangup or
+//!   reset, which Linux's multishot receive can miss (`armed_recv.rs`).
 //!   Measured with hyper under `wrk` at 1,000–4,000 connections against
-//!   the receive-per-read it replaced: server CPU per request −1 to −12%
-//!   (`bench/README.md`, "Scale").
+//!   the receive-per-read it replaced (`bench/README.md`, "Scale"):
+//!   server CPU per request 4–14% lower on split cores at 4,000
+//!   connections, even at 1,000, and on epoll (where the multishot is
+//!   emulated) up to 13% higher at 4,000.
 //!   Where the pool cannot serve (off the session shard, a pool run dry,
 //!   a connection that stopped reading with bytes still arriving), a
 //!   receive into the adaptor's own buffer is put in flight instead,
