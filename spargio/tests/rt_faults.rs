@@ -422,7 +422,6 @@ fn a_wake_just_before_a_park_in_tokio_is_not_lost() {
 fn a_reset_right_after_data_ends_a_segment_stream() {
     use spargio::net::TcpListener;
     use std::io::Write as _;
-    use std::os::fd::AsRawFd;
     let _serial = serial();
     for backend in common::backends() {
         common::within_hang_bound(move || {
@@ -443,21 +442,9 @@ fn a_reset_right_after_data_ends_a_segment_stream() {
                             let client = std::thread::spawn(move || {
                                 let mut s = std::net::TcpStream::connect(addr).unwrap();
                                 s.write_all(&[i; 3000]).unwrap();
-                                let linger = libc::linger {
-                                    l_onoff: 1,
-                                    l_linger: 0,
-                                };
-                                // SAFETY: a plain setsockopt on an open socket.
-                                let r = unsafe {
-                                    libc::setsockopt(
-                                        s.as_raw_fd(),
-                                        libc::SOL_SOCKET,
-                                        libc::SO_LINGER,
-                                        (&linger as *const libc::linger).cast(),
-                                        std::mem::size_of::<libc::linger>() as u32,
-                                    )
-                                };
-                                assert_eq!(r, 0);
+                                socket2::SockRef::from(&s)
+                                    .set_linger(Some(Duration::ZERO))
+                                    .unwrap();
                                 // Closed with a reset, right after the data.
                             });
                             let (server, _) = listener.accept().await.unwrap();
