@@ -17,11 +17,11 @@
 //! and one slow connection cannot starve the others.
 //!
 //! Linux's multishot receive can miss a reset that follows data and then
-//! never complete (`net/segments.rs` has the figures). So a connection
-//! whose reads arm a receive also gets a hangup [`Watch`], a one-shot
-//! `POLLRDHUP` poll, armed with its first armed receive and kept across
-//! re-arms (re-arming it with each receive cost 20% more CPU per request
-//! at 4,000 connections, where receives end and re-arm often). When it
+//! never complete (`net/segments.rs` has the figures). So on io_uring a
+//! connection whose reads arm a receive also gets a hangup [`Watch`], a
+//! one-shot `POLLRDHUP` poll, armed with its first armed receive and kept
+//! across re-arms (re-arming it with each receive cost 20% more CPU per
+//! request at 4,000 connections, where receives end and re-arm often). When it
 //! fires, the armed receive is cancelled and no other is armed: the
 //! reader goes on with receives of its own, which read the rest and the
 //! end at once.
@@ -48,29 +48,31 @@ const MIN_FREE: usize = 16;
 /// A multishot receive in flight on the shard pool (module docs).
 /// One connection's hangup watch (module docs).
 pub(super) struct Watch {
-    op: MultiOp<HangupWatch>,
+    /// None where no watch is needed (`HangupWatch::needed`).
+    op: Option<MultiOp<HangupWatch>>,
     fired: bool,
 }
 
 impl Watch {
     fn new(core: &StreamCore) -> Watch {
-        Watch {
-            op: MultiOp::submit(
-                &core.handle.shared,
+        let shared = &core.handle.shared;
+        let op = HangupWatch::needed(shared).then(|| {
+            MultiOp::submit(
+                shared,
                 Lane::Shard(core.session),
                 HangupWatch {
                     fd: core.fd.clone(),
                 },
-            ),
-            fired: false,
-        }
+            )
+        });
+        Watch { op, fired: false }
     }
 
     /// True once the peer closed, shut down its side or reset (or the
     /// watch could not be armed); until then `cx` is woken when it does.
     fn poll_fired(&mut self, cx: &mut Context<'_>) -> bool {
-        if !self.fired && self.op.poll_next(cx).is_ready() {
-            self.fired = true;
+        if let Some(op) = self.op.as_mut().filter(|_| !self.fired) {
+            self.fired = op.poll_next(cx).is_ready();
         }
         self.fired
     }

@@ -20,9 +20,10 @@
 //! complete, though the socket is closed (measured on 6.18.44 by
 //! `scripts/probes/multishot_reset`: about 1 reset in 24,000 as armed
 //! here, nearly all of them when armed poll-first). A plain one-shot poll
-//! for `POLLRDHUP` on the same socket sees every one of them. So each
-//! stream keeps such a poll in flight beside its receive; when it fires
-//! (the peer closed, shut down its side, or reset), the receive is
+//! for `POLLRDHUP` on the same socket sees every one of them. So on
+//! io_uring each stream keeps such a poll in flight beside its receive
+//! (the epoll backend's emulated receive reports resets itself); when it
+//! fires (the peer closed, shut down its side, or reset), the receive is
 //! cancelled and armed afresh, and a receive armed on a socket that has
 //! ended reads what is queued and then the end at once. Cost: one more
 //! operation per stream, not per segment.
@@ -162,8 +163,9 @@ unsafe impl IoBuf for RecvSegment {
 #[derive(Debug)]
 pub struct RecvSegments {
     op: MultiOp<RecvMulti>,
-    /// The hangup watch (module docs); `watched` once it fired.
-    watch: MultiOp<HangupWatch>,
+    /// The hangup watch (module docs; io_uring only); `watched` once it
+    /// fired.
+    watch: Option<MultiOp<HangupWatch>>,
     watched: bool,
     /// The receive was cancelled because the watch fired: its
     /// `ECANCELED` means "arm again", not the end.
@@ -204,13 +206,15 @@ impl RecvSegments {
                 limit: crate::driver::lifecycle::MULTISHOT_QUEUE_LIMIT,
             },
         );
-        let watch = MultiOp::submit(
-            &shared,
-            Lane::Shard(session),
-            HangupWatch {
-                fd: core.fd.clone(),
-            },
-        );
+        let watch = HangupWatch::needed(&shared).then(|| {
+            MultiOp::submit(
+                &shared,
+                Lane::Shard(session),
+                HangupWatch {
+                    fd: core.fd.clone(),
+                },
+            )
+        });
         Ok(RecvSegments {
             op,
             watch,
@@ -276,7 +280,8 @@ impl RecvSegments {
                 self.starved = false;
                 self.op.rearm(Lane::Shard(self.session));
             }
-            if !self.watched && self.watch.poll_next(cx).is_ready() {
+            let fired = |w: &mut MultiOp<HangupWatch>| w.poll_next(cx).is_ready();
+            if !self.watched && self.watch.as_mut().is_some_and(fired) {
                 // The peer is done (or the watch could not be armed):
                 // from here a fresh receive reads the rest and the end.
                 self.watched = true;

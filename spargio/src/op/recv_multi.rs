@@ -57,6 +57,17 @@ pub(crate) struct HangupWatch {
     pub(crate) fd: SharedFd,
 }
 
+impl HangupWatch {
+    /// Whether receives on `shared`'s runtime need the watch: on io_uring.
+    /// The epoll backend's emulated multishot receive reports a reset
+    /// itself, and there a watch would cost a `poll` per readiness event
+    /// of its fd (measured: up to 11% more CPU per request under hyper at
+    /// 4,000 connections).
+    pub(crate) fn needed(shared: &crate::scheduler::Shared) -> bool {
+        shared.config.backend != crate::BackendKind::Epoll
+    }
+}
+
 // SAFETY: a poll carries no pointers; `fd` keeps the descriptor open.
 unsafe impl MultishotKind for HangupWatch {
     fn build(&mut self) -> squeue::Entry {
