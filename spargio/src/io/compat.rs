@@ -18,8 +18,9 @@
 //!   its next request holds no receive buffer, and a request costs one
 //!   completion, no submission and no poll arm. Each completion's bytes
 //!   are copied into the caller's slice and its pool buffer given back.
-//!   A one-shot poll per connection watches for the peer's hangup or
-//!   reset, which Linux's multishot receive can miss (`armed_recv.rs`).
+//!   On io_uring a one-shot poll per connection watches for the peer's
+//!   hangup or reset, which Linux's multishot receive can miss
+//!   (`armed_recv.rs`).
 //!   Measured with hyper under `wrk` at 1,000–4,000 connections against
 //!   the receive-per-read it replaced (`bench/README.md`, "Scale"):
 //!   server CPU per request 4–14% lower on split cores at 4,000
