@@ -40,8 +40,10 @@ use std::time::{Duration, Instant};
 const BUFS: u16 = 4096;
 const BUF_LEN: usize = 2048;
 const BGID: u16 = 1;
-/// `IORING_RECVSEND_POLL_FIRST`, in the SQE's `ioprio`.
+/// `IORING_RECVSEND_POLL_FIRST` and `IORING_RECV_MULTISHOT`, in the SQE's
+/// `ioprio`.
 const POLL_FIRST: u16 = 1;
+const RECV_MULTISHOT: u16 = 2;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Shape {
@@ -164,14 +166,17 @@ fn arm(ring: &mut IoUring, shape: Shape, fd: i32, idx: usize) {
             .build()
             .flags(squeue::Flags::BUFFER_SELECT),
         Shape::Multishot | Shape::MultishotPollFirst | Shape::Watched => {
-            let mut e = opcode::RecvMulti::new(types::Fd(fd), BGID).build();
+            // `opcode::RecvMulti` with `ioprio` settable (as spargio builds
+            // it): a null buffer of length 0 and buffer selection.
+            let mut ioprio = RECV_MULTISHOT;
             if matches!(shape, Shape::MultishotPollFirst | Shape::Watched) {
-                // SAFETY: an SQE is 64 plain bytes; `ioprio` is bytes 2..4.
-                let raw: &mut [u8; 64] = unsafe { std::mem::transmute(&mut e) };
-                let ioprio = u16::from_le_bytes([raw[2], raw[3]]) | POLL_FIRST;
-                raw[2..4].copy_from_slice(&ioprio.to_le_bytes());
+                ioprio |= POLL_FIRST;
             }
-            e
+            opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), 0)
+                .buf_group(BGID)
+                .ioprio(ioprio)
+                .build()
+                .flags(squeue::Flags::BUFFER_SELECT)
         }
     };
     // SAFETY: the entry points at no memory of ours (buffers come from
@@ -337,37 +342,13 @@ fn round(shape: Shape, round: usize, conns: usize) -> (usize, usize, usize) {
             .filter(|c| c.trace.iter().any(|t| t.starts_with("watch")))
             .count();
         println!("watches fired: {fired} of {}", table.len());
-        for c in table
-            .iter()
-            .filter(|c| c.ended && c.reset_sent() == Some(true))
-            .take(2)
-        {
-            println!("ended reset: {:?}", c.trace);
-        }
     }
     for c in &table {
         let reset = c.reset_sent() == Some(true);
         resets += usize::from(reset);
         if !c.ended {
             if std::env::var("TRACE").is_ok() {
-                let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-                let mut len = std::mem::size_of::<libc::tcp_info>() as u32;
-                unsafe {
-                    libc::getsockopt(
-                        c.fd,
-                        libc::IPPROTO_TCP,
-                        libc::TCP_INFO,
-                        (&mut info as *mut libc::tcp_info).cast(),
-                        &mut len,
-                    )
-                };
-                let mut b = [0u8; 16];
-                let r = unsafe { libc::recv(c.fd, b.as_mut_ptr().cast(), 16, libc::MSG_DONTWAIT) };
-                let e = std::io::Error::last_os_error();
-                println!(
-                    "lost: reset={reset} got={} state={} recv={r} {e} {:?}",
-                    c.got, info.tcpi_state, c.trace
-                );
+                trace_lost(c, reset);
             }
             if reset {
                 lost_reset += 1;
@@ -381,10 +362,37 @@ fn round(shape: Shape, round: usize, conns: usize) -> (usize, usize, usize) {
     (lost_fin, lost_reset, resets)
 }
 
+/// Prints a lost connection's TCP state, what a plain `recv` says of it,
+/// and its completions (`TRACE=1`).
+fn trace_lost(c: &Conn, reset: bool) {
+    // SAFETY: `tcp_info` is plain integers; all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as u32;
+    // SAFETY: getsockopt writes at most `len` bytes into the live `info`.
+    unsafe {
+        libc::getsockopt(
+            c.fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    let mut b = [0u8; 16];
+    // SAFETY: recv writes at most 16 bytes into the live local `b`.
+    let r = unsafe { libc::recv(c.fd, b.as_mut_ptr().cast(), 16, libc::MSG_DONTWAIT) };
+    let e = std::io::Error::last_os_error();
+    println!(
+        "lost: reset={reset} got={} state={} recv={r} {e} {:?}",
+        c.got, info.tcpi_state, c.trace
+    );
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().map_or(10, |s| s.parse().expect("ROUNDS"));
     let conns: usize = args.next().map_or(600, |s| s.parse().expect("CONNS"));
+    // SAFETY: `utsname` is plain byte arrays; all zeroes is a valid value.
     let mut uname: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: uname fills the struct it is given.
     unsafe { libc::uname(&mut uname) };
