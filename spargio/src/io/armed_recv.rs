@@ -21,10 +21,10 @@
 //! connection whose reads arm a receive also gets a hangup [`Watch`], a
 //! one-shot `POLLRDHUP` poll, armed with its first armed receive and kept
 //! across re-arms (re-arming it with each receive cost 20% more CPU per
-//! request at 4,000 connections, where receives end and re-arm often). When it
-//! fires, the armed receive is cancelled and no other is armed: the
-//! reader goes on with receives of its own, which read the rest and the
-//! end at once.
+//! request at 4,000 connections, where receives end and re-arm often).
+//! When it fires, the armed receive is cancelled and no other is armed:
+//! the reader goes on with receives of its own, which read the rest and
+//! the end at once.
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -45,7 +45,6 @@ pub(super) const QUEUE_LIMIT: usize = 8;
 /// the kernel would end at once.
 const MIN_FREE: usize = 16;
 
-/// A multishot receive in flight on the shard pool (module docs).
 /// One connection's hangup watch (module docs).
 pub(super) struct Watch {
     /// None where no watch is needed (`HangupWatch::needed`).
@@ -78,6 +77,7 @@ impl Watch {
     }
 }
 
+/// A multishot receive in flight on the shard pool (module docs).
 pub(super) struct ArmedRecv {
     op: MultiOp<RecvMulti>,
     /// The watch fired and this receive was cancelled for it.
@@ -104,18 +104,16 @@ impl ArmedRecv {
         if pool.is_dry() || (pool.available() < MIN_FREE && !pool.grow(SHARD_POOL_STEP)) {
             return None;
         }
-        // Without `IORING_RECVSEND_POLL_FIRST`, though the socket was just
-        // found empty (one `EAGAIN` in the kernel per arm, not per
-        // request): armed poll-first, the kernel loses nearly every reset
-        // that follows data (module docs), and the watch would have to
-        // end each such receive.
+        // Not poll-first, though the socket was just found empty (one
+        // `EAGAIN` in the kernel per arm, not per request): armed
+        // poll-first, the kernel loses nearly every reset that follows
+        // data (module docs), and the watch would have to end each one.
         let op = MultiOp::submit(
             shared,
             Lane::Shard(core.session),
             RecvMulti {
                 fd: core.fd.clone(),
                 pool: pool.clone(),
-                poll_first: false,
                 limit: QUEUE_LIMIT,
             },
         );

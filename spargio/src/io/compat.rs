@@ -300,7 +300,11 @@ impl<T: CompatStream> Compat<T> {
                     if out.is_empty() {
                         return Poll::Ready(Ok(0));
                     }
-                    if let (Some(armed), Some(watch)) = (&mut self.armed, &mut self.watch) {
+                    if let Some(armed) = &mut self.armed {
+                        let watch = self
+                            .watch
+                            .as_deref_mut()
+                            .expect("made with the first armed receive");
                         match armed.poll_read(cx, out, watch) {
                             Poll::Ready(Some(res)) => return Poll::Ready(res),
                             Poll::Pending => return Poll::Pending,

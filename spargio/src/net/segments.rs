@@ -202,7 +202,6 @@ impl RecvSegments {
             RecvMulti {
                 fd: core.fd.clone(),
                 pool: pool.clone(),
-                poll_first: false,
                 limit: crate::driver::lifecycle::MULTISHOT_QUEUE_LIMIT,
             },
         );

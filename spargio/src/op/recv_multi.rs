@@ -19,9 +19,6 @@ pub(crate) struct RecvMulti {
     pub(crate) fd: SharedFd,
     /// Kept registered (and its memory alive) until the final completion.
     pub(crate) pool: Arc<BufRing>,
-    /// The socket was found empty just now: arm the poll at once instead
-    /// of a first receive that would fail with `EAGAIN`.
-    pub(crate) poll_first: bool,
     /// Unread completions at which the runtime pauses the receive.
     pub(crate) limit: usize,
 }
@@ -32,7 +29,9 @@ pub(crate) struct RecvMulti {
 unsafe impl MultishotKind for RecvMulti {
     fn build(&mut self) -> squeue::Entry {
         let mut ioprio = RECV_MULTISHOT;
-        if self.poll_first || crate::driver::faults::poll_first_multishot() {
+        // Never poll-first outside tests: the kernel then loses nearly
+        // every reset that follows data (`net/segments.rs`).
+        if crate::driver::faults::poll_first_multishot() {
             ioprio |= RECVSEND_POLL_FIRST;
         }
         // `opcode::RecvMulti` with `ioprio` settable: a null buffer of
