@@ -168,14 +168,18 @@ fn an_interrupted_park_is_not_an_error() {
         };
         let h = rt.handle();
         for round in 0..20u32 {
-            // Every enter from here fails once with EINTR: the shard's
-            // next park (after running the task below) is one of them.
+            // The next 4 enters fail with EINTR: the parks of the idle
+            // shards after the task below are among them.
             faults::fail_enters(libc::EINTR, 4);
             let j = h.spawn_pinned(1, async move { round }).unwrap();
             assert_eq!(spargio::block_on(j).unwrap(), round);
-            std::thread::sleep(Duration::from_millis(2));
+            // Each round waits for an interrupted enter (on a loaded
+            // machine a shard may take a while to get a CPU and park), so
+            // the next round's task runs on a shard that had one.
+            while faults::left().1 == 4 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
-        assert!(faults::left().1 < 4, "no enter failed");
         faults::reset();
         let j = h.spawn_pinned(1, async { 7 }).unwrap();
         assert_eq!(spargio::block_on(j).unwrap(), 7);
