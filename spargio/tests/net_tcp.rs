@@ -232,3 +232,85 @@ fn session_spawns_take_the_runtime_handle() {
         })
     });
 }
+
+#[test]
+fn a_deferred_accept_takes_talking_clients_first_and_loses_none() {
+    common::on_runtime(|h| {
+        Box::pin(async move {
+            use std::io::{Read, Write};
+            use std::time::Duration;
+
+            let listener = TcpListener::bind_socket_addr(&h, localhost()).unwrap();
+            let addr = listener.local_addr().unwrap();
+            assert_eq!(listener.defer_accept().unwrap(), Duration::ZERO);
+            // Long enough that the silent client below is never let
+            // through by the kernel's timer while the test runs.
+            listener.set_defer_accept(Duration::from_secs(30)).unwrap();
+            assert!(listener.defer_accept().unwrap() >= Duration::from_secs(30));
+
+            // `silent` completes its handshake first but sends nothing;
+            // `talker` sends at once. Without the deferral the accept
+            // queue would hand over `silent` first.
+            let mut silent = std::net::TcpStream::connect(addr).unwrap();
+            let mut talker = std::net::TcpStream::connect(addr).unwrap();
+            talker.write_all(b"talker").unwrap();
+            let (first, _) = listener.accept().await.unwrap();
+            assert_eq!(first.peer_addr().unwrap(), talker.local_addr().unwrap());
+            let mut buf = [0u8; 6];
+            first.read_exact(&mut buf).await.unwrap();
+            assert_eq!(&buf, b"talker");
+
+            silent.write_all(b"silent").unwrap();
+            let (second, _) = listener.accept().await.unwrap();
+            second.read_exact(&mut buf).await.unwrap();
+            assert_eq!(&buf, b"silent");
+            second.write_all(b"ok").await.unwrap();
+            let mut ok = [0u8; 2];
+            silent.read_exact(&mut ok).unwrap();
+            assert_eq!(&ok, b"ok");
+            drop((first, talker));
+
+            // Off again: the queue order is the handshakes' order.
+            listener.set_defer_accept(Duration::ZERO).unwrap();
+            assert_eq!(listener.defer_accept().unwrap(), Duration::ZERO);
+            let quiet = std::net::TcpStream::connect(addr).unwrap();
+            let mut loud = std::net::TcpStream::connect(addr).unwrap();
+            loud.write_all(b"x").unwrap();
+            let (s, _) = listener.accept().await.unwrap();
+            assert_eq!(
+                s.peer_addr().unwrap(),
+                quiet.local_addr().unwrap(),
+                "undeferred, the first handshake is the first accepted"
+            );
+        })
+    });
+}
+
+#[test]
+fn a_client_silent_past_the_deferral_is_still_accepted() {
+    common::on_runtime(|h| {
+        Box::pin(async move {
+            use std::io::{Read, Write};
+            use std::time::Duration;
+
+            let listener = TcpListener::bind_socket_addr(&h, localhost()).unwrap();
+            let addr = listener.local_addr().unwrap();
+            listener.set_defer_accept(Duration::from_secs(1)).unwrap();
+            // Past the deferral the kernel retransmits its SYN-ACK and
+            // queues the connection on the client's next ACK.
+            let client = std::thread::spawn(move || {
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                std::thread::sleep(Duration::from_millis(1500));
+                c.write_all(b"late").unwrap();
+                let mut back = [0u8; 4];
+                c.read_exact(&mut back).unwrap();
+                back
+            });
+            let (s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4];
+            s.read_exact(&mut buf).await.unwrap();
+            s.write_all(&buf).await.unwrap();
+            assert_eq!(&client.join().unwrap(), b"late");
+        })
+    });
+}

@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use super::datagram::DatagramCore;
 use super::tcp::sock_addr;
 use crate::buf::{BufResult, IoBuf, IoBufMut};
+use crate::op::socket::setsockopt_int;
 use crate::op::udp_msg::{recv_now, RecvMsgOut, SendCmsgs, Tos, UdpRecvMsg, UdpSendMsg};
 use crate::op::{Lane, Op};
 
@@ -113,20 +114,30 @@ impl OffloadState {
 
     /// Turns on GRO, ECN and pktinfo reporting where the kernel has them.
     pub(crate) fn enable(&self, fd: RawFd, v6: bool) -> io::Result<UdpOffload> {
-        let gro = optional(set_int(fd, libc::SOL_UDP, libc::UDP_GRO, 1))?;
+        let gro = optional(setsockopt_int(fd, libc::SOL_UDP, libc::UDP_GRO, 1))?;
         // Relaxed: see `get`.
         self.gro.store(gro, Ordering::Relaxed);
         if v6 {
-            optional(set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1))?;
-            optional(set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1))?;
+            optional(setsockopt_int(
+                fd,
+                libc::IPPROTO_IPV6,
+                libc::IPV6_RECVTCLASS,
+                1,
+            ))?;
+            optional(setsockopt_int(
+                fd,
+                libc::IPPROTO_IPV6,
+                libc::IPV6_RECVPKTINFO,
+                1,
+            ))?;
             // IPv4 senders on a dual-stack socket report through the IPv4
             // options; a v6-only socket never needs them, so their errors
             // do not matter.
-            let _ = set_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
-            let _ = set_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1);
+            let _ = setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
+            let _ = setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1);
         } else {
-            optional(set_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1))?;
-            optional(set_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1))?;
+            optional(setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1))?;
+            optional(setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1))?;
         }
         Ok(self.get())
     }
@@ -167,25 +178,6 @@ fn optional(res: io::Result<()>) -> io::Result<bool> {
             Ok(false)
         }
         Err(e) => Err(e),
-    }
-}
-
-fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: the option value is a live `c_int` and the length says so;
-    // the kernel only reads it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 

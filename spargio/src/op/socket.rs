@@ -54,3 +54,28 @@ pub(crate) fn getsockopt_int(
         Err(std::io::Error::last_os_error())
     }
 }
+
+/// Sets an integer socket option of `fd` (`setsockopt`).
+pub(crate) fn setsockopt_int(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> std::io::Result<()> {
+    // SAFETY: the option value is a live `c_int` and the length says so;
+    // the kernel only reads it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
