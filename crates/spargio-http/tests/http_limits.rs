@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::future::IntoFuture;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -423,4 +424,38 @@ fn the_timeout_layer_answers_408_and_drops_the_slow_handler() {
     );
     still_serves(&server);
     server.stop().unwrap();
+}
+
+/// The server defers accepting a connection until its client speaks
+/// (`TCP_DEFER_ACCEPT`, one second), unless told not to; either way a
+/// client is served, and one that connected first but says nothing does
+/// not hold up one that talks.
+#[test]
+fn the_listener_defers_accepts_unless_told_not_to() {
+    let _serial = serial();
+    for defer in [true, false] {
+        let rt = spargio::Runtime::builder().shards(2).build().unwrap();
+        let h = rt.handle();
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = std_listener.local_addr().unwrap();
+        let probe = spargio::net::TcpListener::from_std(&h, std_listener.try_clone().unwrap());
+        let listener = spargio::net::TcpListener::from_std(&h, std_listener);
+        let serving = spargio_http::serve(listener, app(AppState::default()))
+            .defer_accept(defer)
+            .into_future();
+        h.spawn_stealable(serving).unwrap();
+        let _silent = TcpStream::connect(addr).unwrap();
+        let out = raw_exchange(
+            addr,
+            b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        );
+        assert!(status_line(&out).starts_with("HTTP/1.1 200"), "{out:?}");
+        let expected = if defer {
+            Duration::from_secs(1)
+        } else {
+            Duration::ZERO
+        };
+        assert_eq!(probe.defer_accept().unwrap(), expected);
+        drop(rt);
+    }
 }

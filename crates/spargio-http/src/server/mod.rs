@@ -8,6 +8,9 @@
 //!   ([`TcpListener::incoming_round_robin`]): the kernel keeps accepting
 //!   without a submission per connection, and each accepted stream gets
 //!   the next shard in rotation as its session shard.
+//!   The listener defers each connection until its client has sent
+//!   something (`TCP_DEFER_ACCEPT`, [`Serve::defer_accept`]), so it
+//!   arrives with its request readable.
 //! * **Connections.** Each connection is a task pinned to its session
 //!   shard, where its socket's operations run; hyper's auto builder
 //!   answers HTTP/1.1 and HTTP/2 on the same port (HTTP/2 by prior
@@ -126,6 +129,7 @@ struct Config {
     h2_max_concurrent_streams: u32,
     h2_keep_alive: Option<(Duration, Duration)>,
     connect_info: bool,
+    defer_accept: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +151,7 @@ impl Default for Config {
             h2_max_concurrent_streams: 200,
             h2_keep_alive: None,
             connect_info: false,
+            defer_accept: true,
         }
     }
 }
@@ -194,6 +199,22 @@ impl<S> Serve<S> {
     /// header list size.
     pub fn max_header_bytes(mut self, n: usize) -> Self {
         self.config.max_header_bytes = n.max(8 * 1024);
+        self
+    }
+
+    /// Whether the listener defers accepting a connection until its
+    /// client has sent something (`TCP_DEFER_ACCEPT`, up to one second;
+    /// default on). HTTP and TLS clients speak first, so a connection then
+    /// reaches the server with its request, or its ClientHello, already
+    /// readable: one wakeup per connection instead of two, and a client
+    /// that connects and stays silent costs no task until the kernel lets
+    /// it through (after a second; then `header_read_timeout` applies).
+    /// Under `Connection: close` churn it cut the server's CPU per
+    /// connection by a third (`bench/README.md`). Turn it off only if
+    /// something in front of the server expects to be accepted before it
+    /// speaks. See [`TcpListener::set_defer_accept`].
+    pub fn defer_accept(mut self, on: bool) -> Self {
+        self.config.defer_accept = on;
         self
     }
 
@@ -395,6 +416,12 @@ where
         config,
     } = serve;
     let handle = listener.handle().clone();
+    // One second: the shortest deferral the kernel has (one SYN-ACK
+    // retransmission), as nginx's `deferred` sets it. Off sets zero, so a
+    // listener that had it set by its owner is served as told. A listener
+    // that refuses the option is served undeferred.
+    let defer = Duration::from_secs(u64::from(config.defer_accept));
+    let _ = listener.set_defer_accept(defer);
     let shared = Arc::new(builders(
         &config,
         &Executor::new(&handle),
