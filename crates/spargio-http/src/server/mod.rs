@@ -210,9 +210,13 @@ impl<S> Serve<S> {
     /// that connects and stays silent costs no task until the kernel lets
     /// it through (after a second; then `header_read_timeout` applies).
     /// Under `Connection: close` churn it cut the server's CPU per
-    /// connection by a third (`bench/README.md`). Turn it off only if
-    /// something in front of the server expects to be accepted before it
-    /// speaks. See [`TcpListener::set_defer_accept`].
+    /// connection by a third with the server on one core (by 6% on two
+    /// shared cores). Its one measured cost: one core saturated by 4,000
+    /// or more keep-alive clients at once, where each waits a 40 ms round,
+    /// served 2–22% fewer requests per second, the sockets taking more
+    /// delayed ACKs (`bench/README.md`, "Deferred accepts"). Turn it off
+    /// for that, or if something in front of the server expects to be
+    /// accepted before it speaks. See [`TcpListener::set_defer_accept`].
     pub fn defer_accept(mut self, on: bool) -> Self {
         self.config.defer_accept = on;
         self
