@@ -378,7 +378,7 @@ impl TcpListener {
     /// of twice (once for the handshake, once for the request), and a
     /// client that connects and says nothing costs the server no task.
     /// Measured under HTTP `Connection: close` churn with the server on
-    /// one core: 33–45% less server CPU per connection on spargio, 17–28%
+    /// one core: 33–45% less server CPU per connection on spargio, 16–29%
     /// on tokio with the same option (`bench/README.md`). Do not use it for protocols whose server
     /// speaks first (SMTP, FTP, MySQL): their clients would wait out `wait`.
     ///
