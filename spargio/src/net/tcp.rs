@@ -376,11 +376,13 @@ impl TcpListener {
     /// (HTTP, TLS): a connection then reaches `accept` with its request
     /// already readable, so the server wakes once per connection instead
     /// of twice (once for the handshake, once for the request), and a
-    /// client that connects and says nothing costs the server no task.
-    /// Measured under HTTP `Connection: close` churn with the server on
-    /// one core: 33–45% less server CPU per connection on spargio, 16–29%
-    /// on tokio with the same option (`bench/README.md`). Do not use it for protocols whose server
-    /// speaks first (SMTP, FTP, MySQL): their clients would wait out `wait`.
+    /// client that connects and says nothing costs the server no task
+    /// until `wait` has passed. Measured under HTTP `Connection: close`
+    /// churn with the server on one core: 33–45% less server CPU per
+    /// connection on spargio, 16–29% on tokio with the same option
+    /// (`bench/README.md`, "Deferred accepts"). Do not use it for
+    /// protocols whose server speaks first (SMTP, FTP, MySQL): their
+    /// clients would wait `wait` out.
     ///
     /// The kernel counts `wait` in retransmissions of its SYN-ACK (after
     /// 1, 3, 7, 15, … s), rounding up; once they are done, the
