@@ -209,9 +209,10 @@ impl<S> Serve<S> {
     /// readable: one wakeup per connection instead of two, and a client
     /// that connects and stays silent costs no task until the kernel lets
     /// it through (after a second; then `header_read_timeout` applies).
-    /// Under `Connection: close` churn it cut the server's CPU per
-    /// connection by a third with the server on one core (by 6% on two
-    /// shared cores). Its one measured cost: one core saturated by 4,000
+    /// Under `Connection: close` churn from 512 clients it cut the
+    /// server's CPU per connection by a third with the server on one core
+    /// (by 6% on two shared cores; from 32 clients, where the core never
+    /// idles either way, by 3%). Its one measured cost: one core saturated by 4,000
     /// or more keep-alive clients at once, where each waits a 40 ms round,
     /// served 2–22% fewer requests per second, the sockets taking more
     /// delayed ACKs (`bench/README.md`, "Deferred accepts"). Turn it off
