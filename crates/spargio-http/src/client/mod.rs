@@ -320,7 +320,7 @@ impl H3ClientBuilder {
 }
 
 /// Reads a response body to its end (HTTP/1.1 and HTTP/2's `Incoming`,
-/// HTTP/3's [`H3ResponseBody`], any `http_body::Body`).
+/// HTTP/3's `H3ResponseBody` with feature `http3`, any `http_body::Body`).
 pub async fn body_bytes<B>(response: Response<B>) -> Result<Bytes, Error>
 where
     B: http_body::Body,

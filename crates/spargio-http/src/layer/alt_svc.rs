@@ -11,8 +11,8 @@ use tower_service::Service;
 
 /// Adds `Alt-Svc` to every response that has none, so browsers and
 /// HTTP/3-capable clients move to HTTP/3 (RFC 7838, RFC 9114 3.1.1): put
-/// it on the TCP server of an app also served by
-/// [`serve_h3`](crate::serve_h3).
+/// it on the TCP server of an app also served by `serve_h3` (feature
+/// `http3`).
 ///
 /// ```
 /// use axum::{routing::get, Router};
