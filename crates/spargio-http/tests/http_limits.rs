@@ -428,8 +428,8 @@ fn the_timeout_layer_answers_408_and_drops_the_slow_handler() {
 
 /// The server defers accepting a connection until its client speaks
 /// (`TCP_DEFER_ACCEPT`, one second), unless told not to; either way a
-/// client is served, and one that connected first but says nothing does
-/// not hold up one that talks.
+/// client that talks is served while one that connected before it stays
+/// silent. (Which of the two is accepted first is `net_tcp`'s test.)
 #[test]
 fn the_listener_defers_accepts_unless_told_not_to() {
     let _serial = serial();
