@@ -7,46 +7,23 @@
 mod common;
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::task::{Context, Wake, Waker};
+use std::os::fd::AsRawFd;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
+use common::WokenFlag;
 use spargio::net::TcpStream;
-use spargio::{RuntimeBuilder, RuntimeHandle};
+use spargio::RuntimeHandle;
 
 /// A missing byte shows as a read that never ends: bounded, so it fails.
 const LOST: Duration = Duration::from_secs(10);
 
-/// Runs `body` as a stealable task of a 2-shard runtime on each backend.
 fn on_each_backend<F, Fut>(body: F)
 where
     F: Fn(RuntimeHandle) -> Fut + Send + Clone + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    for backend in common::backends() {
-        let body = body.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let builder = RuntimeBuilder::new().shards(2).backend(backend);
-            let out = spargio::block_on(spargio::run_with(builder, body));
-            let _ = tx.send(out.map_err(|e| e.to_string()));
-        });
-        match rx.recv_timeout(common::HANG) {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => panic!("{backend:?}: {e}"),
-            Err(_) => panic!("{backend:?}: no answer within {:?}", common::HANG),
-        }
-    }
-}
-
-/// Sets a flag when woken.
-struct Flag(AtomicBool);
-
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.0.store(true, Ordering::SeqCst);
-    }
+    common::on_each_backend(2, body)
 }
 
 async fn read_exactly(s: &TcpStream, n: usize) -> Vec<u8> {
@@ -63,7 +40,7 @@ fn a_receive_dropped_after_its_data_arrived_hands_it_to_the_next_read() {
     on_each_backend(|h| async move {
         let (a, b) = common::tcp_pair(&h).await;
         for round in 0..20u8 {
-            let flag = Arc::new(Flag(AtomicBool::new(false)));
+            let flag = WokenFlag::new();
             let waker = Waker::from(flag.clone());
             let mut recv = Box::pin(a.recv(16));
             let first = recv.as_mut().poll(&mut Context::from_waker(&waker));
@@ -71,9 +48,7 @@ fn a_receive_dropped_after_its_data_arrived_hands_it_to_the_next_read() {
             b.write_all(&[round, b'a', b'b', b'c']).await.unwrap();
             // Its completion is in: the future was woken. Dropped unpolled,
             // as a `select!` drops the branch that lost.
-            while !flag.0.load(Ordering::SeqCst) {
-                spargio::time::sleep(Duration::from_millis(1)).await;
-            }
+            flag.wait().await;
             drop(recv);
             b.write_all(b"def").await.unwrap();
             assert_eq!(
@@ -90,7 +65,7 @@ fn a_receive_dropped_in_flight_then_a_new_one_at_once_keep_the_order() {
         let (a, b) = common::tcp_pair(&h).await;
         for round in 0..50u8 {
             let mut recv = Box::pin(a.recv(16));
-            let waker = Waker::from(Arc::new(Flag(AtomicBool::new(false))));
+            let waker = Waker::from(WokenFlag::new());
             assert!(recv
                 .as_mut()
                 .poll(&mut Context::from_waker(&waker))
@@ -169,5 +144,116 @@ fn receives_timed_out_across_shards_lose_and_reorder_nothing() {
         let first_bad = got.iter().zip(&want).position(|(g, w)| g != w);
         assert_eq!(first_bad, None, "{timed_out} receives timed out");
         assert_eq!(got.len(), TOTAL);
+    });
+}
+
+/// Polls `recv` once, lets `send` arrive, waits for the completion and
+/// drops the receive unread: what it took is now the stream's carry.
+async fn abandon_after_arrival<F: Future>(recv: F, arrive: impl Future<Output = ()>) {
+    let mut recv = Box::pin(recv);
+    let flag = WokenFlag::new();
+    let waker = Waker::from(flag.clone());
+    let first = recv.as_mut().poll(&mut Context::from_waker(&waker));
+    assert!(first.is_pending(), "nothing was sent yet");
+    arrive.await;
+    flag.wait().await;
+    drop(recv);
+}
+
+/// Reads `n` bytes through a multishot segments stream.
+async fn segments_exactly(s: &TcpStream, n: usize) -> Vec<u8> {
+    let mut segments = s.recv_multishot_segments().await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < n {
+        let seg = spargio::time::timeout(LOST, segments.next_segment())
+            .await
+            .expect("bytes were lost: the segments never came")
+            .expect("the stream ended early")
+            .unwrap();
+        got.extend_from_slice(&seg);
+    }
+    got
+}
+
+#[test]
+fn segments_after_an_abandoned_receive_start_with_its_bytes() {
+    on_each_backend(|h| async move {
+        let (a, b) = common::tcp_pair(&h).await;
+        for round in 0..5u8 {
+            abandon_after_arrival(a.recv(16), async {
+                b.write_all(&[round, b'f', b'i', b'r', b's', b't'])
+                    .await
+                    .unwrap();
+            })
+            .await;
+            b.write_all(b"second").await.unwrap();
+            assert_eq!(
+                segments_exactly(&a, 12).await,
+                [&[round][..], b"firstsecond"].concat()
+            );
+        }
+    });
+}
+
+#[test]
+fn a_dropped_segments_stream_hands_what_it_received_to_the_next_receive() {
+    on_each_backend(|h| async move {
+        let (a, b) = common::tcp_pair(&h).await;
+        for round in 0..5u8 {
+            let mut segments = a.recv_multishot_segments().await.unwrap();
+            // Two arrivals: completions the stream queued and never read.
+            abandon_after_arrival(segments.next_segment(), async {
+                b.write_all(&[round, b'a', b'b']).await.unwrap();
+            })
+            .await;
+            b.write_all(b"cd").await.unwrap();
+            spargio::time::sleep(Duration::from_millis(5)).await;
+            drop(segments);
+            b.write_all(b"ef").await.unwrap();
+            assert_eq!(
+                read_exactly(&a, 7).await,
+                [round, b'a', b'b', b'c', b'd', b'e', b'f']
+            );
+        }
+    });
+}
+
+#[test]
+fn a_reset_an_abandoned_receive_saw_is_reported_by_the_next_receive() {
+    on_each_backend(|h| async move {
+        for _ in 0..5 {
+            let (a, b) = common::tcp_pair(&h).await;
+            // Its only completion is the reset itself.
+            abandon_after_arrival(a.recv(16), async {
+                // SO_LINGER 0: the close resets the connection.
+                let linger = libc::linger {
+                    l_onoff: 1,
+                    l_linger: 0,
+                };
+                // SAFETY: a plain setsockopt on an open socket with a
+                // local struct of the size passed.
+                let rc = unsafe {
+                    libc::setsockopt(
+                        b.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        libc::SO_LINGER,
+                        (&linger as *const libc::linger).cast(),
+                        std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                    )
+                };
+                assert_eq!(rc, 0);
+                drop(b);
+                spargio::time::sleep(Duration::from_millis(20)).await;
+            })
+            .await;
+            let err = match spargio::time::timeout(LOST, a.recv(16))
+                .await
+                .expect("hung")
+            {
+                Ok(bytes) => panic!("{bytes:?} instead of the reset: it was lost"),
+                Err(err) => err,
+            };
+            assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+        }
     });
 }

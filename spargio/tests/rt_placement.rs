@@ -284,3 +284,54 @@ fn large_futures_spawn_from_a_shard_through_every_spawn_path() {
     let want: Vec<usize> = (1..=6).map(|s| s * BIG).collect();
     assert_eq!(sums, want);
 }
+
+/// Large enough to overflow a shard's stack through a spawn path that
+/// holds it more than once, small enough to be built once.
+const HUGE: usize = 768 * 1024;
+
+#[inline(never)]
+fn huge_local_on(h: &spargio::RuntimeHandle) -> spargio::JoinHandle<usize> {
+    h.spawn_local_on(1, |_ctx| {
+        let block = [7u8; HUGE];
+        async move {
+            common::yield_now().await;
+            block.iter().map(|&b| b as usize).sum::<usize>()
+        }
+    })
+    .unwrap()
+}
+
+/// A closure this large is built twice in its caller's frame in a debug
+/// build (the array, then the closure that takes it).
+const HUGE_CLOSURE: usize = BIG;
+
+#[inline(never)]
+fn huge_blocking(h: &spargio::RuntimeHandle) -> spargio::JoinHandle<usize> {
+    let block = [8u8; HUGE_CLOSURE];
+    h.spawn_blocking(move || block.iter().map(|&b| b as usize).sum::<usize>())
+        .unwrap()
+}
+
+/// Runs `spawn` on shard 0 and returns what its task returns.
+fn on_shard_0(spawn: fn(&spargio::RuntimeHandle) -> spargio::JoinHandle<usize>) -> usize {
+    let rt = runtime(2);
+    let h = rt.handle();
+    block_on(
+        h.spawn_pinned(0, async move {
+            let h = spargio::ShardCtx::current().expect("on a shard").handle();
+            spawn(&h).await.unwrap()
+        })
+        .unwrap(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_huge_future_spawns_local_on_another_shard_from_a_shard() {
+    assert_eq!(on_shard_0(huge_local_on), 7 * HUGE);
+}
+
+#[test]
+fn a_huge_closure_spawns_blocking_from_a_shard() {
+    assert_eq!(on_shard_0(huge_blocking), 8 * HUGE_CLOSURE);
+}

@@ -91,6 +91,11 @@ pub(crate) trait Orphan: Send + 'static {
     /// (module docs). Foreign code: called under `catch_unwind`, outside
     /// every lock.
     fn reclaim(self: Box<Self>, outcome: Outcome);
+
+    /// The runtime gives up on the operation: its resources will be
+    /// leaked, never reclaimed (`OpTable::leak_in_ring`). Runs under the
+    /// op table's lock: no foreign code; wakers go into `wake`.
+    fn forsake(&mut self, _wake: &mut Vec<Waker>) {}
 }
 
 /// Resources an orphaned operation keeps alive until its final CQE.
@@ -100,6 +105,10 @@ pub(crate) type Keepalive = Box<dyn Orphan>;
 /// the final one included, so reclaiming it only drops it.
 impl Orphan for Box<dyn Discard> {
     fn reclaim(self: Box<Self>, _outcome: Outcome) {}
+
+    fn forsake(&mut self, wake: &mut Vec<Waker>) {
+        (**self).forsake(wake);
+    }
 }
 
 /// Where an operation stands (see the module docs for the transitions).
@@ -123,6 +132,9 @@ pub(crate) trait Discard: Send + 'static {
     /// under the op table's lock: it must not run foreign code; a waker it
     /// would call goes into `wake`, called after the lock is released.
     fn discard(&mut self, result: i32, flags: u32, wake: &mut Vec<Waker>);
+
+    /// As [`Orphan::forsake`].
+    fn forsake(&mut self, _wake: &mut Vec<Waker>) {}
 }
 
 impl std::fmt::Debug for Lifecycle {

@@ -226,6 +226,16 @@ pub(crate) fn shutdown_error() -> io::Error {
     io::Error::other(RuntimeError::Shutdown)
 }
 
+/// What a stream reports when an operation abandoned on it was forsaken
+/// (`leak_in_ring`): bytes it may have taken cannot be had.
+pub(crate) fn forsaken_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::BrokenPipe,
+        "the shard's ring failed with a receive on this stream in flight; \
+         what it received is lost",
+    )
+}
+
 /// The outcome an abandoned operation that never reached the kernel is
 /// reclaimed with.
 fn cancelled() -> Outcome {
@@ -622,16 +632,28 @@ impl OpTable {
     /// later; a future still waiting on such an operation never completes
     /// (its result cannot be had, and returning its buffer would be
     /// unsound).
+    /// Before their resources are leaked, abandoned operations are told
+    /// (`Orphan::forsake`): a receive fails its stream's carry instead of
+    /// leaving the next receive waiting for it.
     pub(crate) fn leak_in_ring(&self) {
+        let mut wake = Vec::new();
         let mut inner = self.lock();
         inner.leaked = true;
         for (_, entry) in inner.slots.iter_mut() {
             match std::mem::replace(&mut entry.life, Lifecycle::Submitted) {
-                Lifecycle::Orphaned(keep) => std::mem::forget(keep),
-                Lifecycle::OrphanedMulti(sink) => std::mem::forget(sink),
+                Lifecycle::Orphaned(mut keep) => {
+                    keep.forsake(&mut wake);
+                    std::mem::forget(keep)
+                }
+                Lifecycle::OrphanedMulti(mut sink) => {
+                    sink.forsake(&mut wake);
+                    std::mem::forget(sink)
+                }
                 life => entry.life = life,
             }
         }
+        drop(inner);
+        wake_all(wake);
     }
 }
 

@@ -67,6 +67,11 @@ impl Watch {
         Watch { op, fired: false }
     }
 
+    /// Whether its poll holds a clone of the stream's fd.
+    pub(super) fn holds_fd(&self) -> bool {
+        self.op.is_some()
+    }
+
     /// True once the peer closed, shut down its side or reset (or the
     /// watch could not be armed); until then `cx` is woken when it does.
     fn poll_fired(&mut self, cx: &mut Context<'_>) -> bool {
@@ -111,11 +116,8 @@ impl ArmedRecv {
         let op = MultiOp::submit(
             shared,
             Lane::Shard(core.session),
-            RecvMulti {
-                fd: core.fd.clone(),
-                pool: pool.clone(),
-                limit: QUEUE_LIMIT,
-            },
+            // Carried only when its reader hands it on (`hand_on`).
+            RecvMulti::new(core.fd.clone(), pool.clone(), QUEUE_LIMIT, false),
         );
         if watch.is_none() {
             *watch = Some(Box::new(Watch::new(core)));
@@ -230,6 +232,26 @@ impl ArmedRecv {
                 }
             }
         }
+    }
+}
+
+impl ArmedRecv {
+    /// Its reader is going, and the stream may be read after it: the
+    /// bytes it holds and its error go to `carry` (counted unsettled by
+    /// the caller), then, once dropped, what it received unread and
+    /// receives until its cancel lands (`op/carry.rs`).
+    pub(super) fn hand_on(mut self, carry: &crate::op::carry::Carry) {
+        if let Some((bid, start, end)) = self.held.take() {
+            // SAFETY: this value holds `bid` (handed out by a completion,
+            // recycled only here or on drop); the kernel wrote `end` bytes.
+            let bytes = unsafe { self.pool.bytes(bid, end as usize) };
+            carry.append(&bytes[start as usize..]);
+            self.pool.recycle(bid);
+        }
+        if let Some(err) = self.failed.take() {
+            carry.fail(err);
+        }
+        self.op.kind_mut().carry = true;
     }
 }
 

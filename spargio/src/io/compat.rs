@@ -72,9 +72,13 @@
 //!   write, `flush` or `close`, which report its error, if any.
 //! * **Close** flushes, then shuts down the write direction.
 //!
-//! Dropping the adaptor with a receive in flight cancels it; bytes that
-//! arrive in the race are dropped with the adaptor (pool buffers go back
-//! to the pool).
+//! * **Drop** loses nothing the adaptor took. A send in flight is let
+//!   finish (`linger.rs`): bytes a write reported accepted reach the peer
+//!   before the end of stream, or the connection is reset. Bytes received
+//!   and not yet handed out, and what a receive in flight takes before its
+//!   cancel lands, go to the stream's carry (`op/carry.rs`) when anyone
+//!   can still read the stream (`into_inner`, or a clone); pool buffers go
+//!   back to the pool.
 
 use std::future::Future;
 use std::io;
@@ -167,8 +171,9 @@ enum WriteState {
 /// assert_eq!(b.recv(16).await.unwrap(), &b"compat"[..n]);
 /// # })).unwrap();
 /// ```
-pub struct Compat<T> {
-    inner: T,
+pub struct Compat<T: CompatStream> {
+    /// `None` only once `into_inner` took it.
+    inner: Option<T>,
     read: ReadState,
     /// The receive kept armed between reads (`armed_recv.rs`); boxed,
     /// as it is armed once per connection and would double the adaptor.
@@ -198,7 +203,7 @@ pub struct Compat<T> {
     queued: bool,
 }
 
-impl<T: std::fmt::Debug> std::fmt::Debug for Compat<T> {
+impl<T: CompatStream + std::fmt::Debug> std::fmt::Debug for Compat<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Compat")
             .field("inner", &self.inner)
@@ -210,7 +215,7 @@ impl<T: CompatStream> Compat<T> {
     /// Wraps `inner`.
     pub fn new(inner: T) -> Compat<T> {
         Compat {
-            inner,
+            inner: Some(inner),
             armed: None,
             watch: None,
             drained: false,
@@ -228,19 +233,72 @@ impl<T: CompatStream> Compat<T> {
 
     /// The wrapped stream.
     pub fn get_ref(&self) -> &T {
-        &self.inner
+        self.inner.as_ref().expect("taken only by into_inner")
     }
 
-    /// The wrapped stream. Bytes already received into the adaptor, or
-    /// accepted but not yet flushed, are dropped: flush first.
-    pub fn into_inner(self) -> T {
-        self.inner
+    /// The wrapped stream. Nothing the adaptor holds is lost: bytes it
+    /// received and did not hand out go to the stream's next receive, and
+    /// a send of accepted bytes still in flight goes on in the background
+    /// (as when the adaptor is dropped, below). Flush first if you write
+    /// through the stream next: a write through it may otherwise overtake
+    /// that send.
+    ///
+    /// Dropping the adaptor loses nothing either: its send in flight is
+    /// let finish (bounded: `io/linger.rs` in the source; a send that
+    /// cannot finish resets the connection, so the peer never sees a clean
+    /// end with bytes missing), and received bytes not handed out go to the
+    /// next receive of any clone of the stream.
+    pub fn into_inner(mut self) -> T {
+        self.release(true);
+        self.inner.take().expect("taken only here")
     }
 
     fn core(&self) -> &StreamCore {
-        sealed::Sealed::core(&self.inner)
+        core_of(&self.inner)
     }
 
+    /// Hands what the adaptor holds on (see `into_inner`): the send in
+    /// flight lingers; received bytes go to the stream's carry when
+    /// anyone may still read the stream (`keep`, or a clone holds it).
+    fn release(&mut self, keep: bool) {
+        if self.inner.is_none() {
+            return;
+        }
+        let fd = core_of(&self.inner).fd.clone();
+        // Our own holders of the fd: the stream, the clone above, and each
+        // operation in flight.
+        let ours = 2
+            + usize::from(self.armed.is_some())
+            + usize::from(self.watch.as_ref().is_some_and(|w| w.holds_fd()))
+            + usize::from(matches!(self.read, ReadState::InFlight(_)))
+            + usize::from(matches!(self.write, WriteState::InFlight { .. }));
+        if let WriteState::InFlight { op } = std::mem::replace(&mut self.write, WriteState::Closed)
+        {
+            super::linger::linger(core_of(&self.inner), op);
+        }
+        if !keep && fd.holders() <= ours {
+            // Nobody can read the stream after us: nothing to hand on.
+            return;
+        }
+        let held = match &mut self.read {
+            ReadState::Ready { buf, pos } if *pos < buf.len() => {
+                let held = buf.split_off(*pos);
+                *pos = buf.len();
+                held
+            }
+            _ => Vec::new(),
+        };
+        let carry = fd.carry_or_make();
+        carry.abandon();
+        carry.append(&held);
+        if let Some(armed) = self.armed.take() {
+            // Its held bytes, then what it received unread and receives
+            // until its cancel lands.
+            armed.hand_on(carry);
+        }
+        // A receive of our own in flight carries itself when dropped.
+        carry.settle(&[]);
+    }
     /// Copies received bytes into `out`, receiving first if none are held.
     pub(crate) fn poll_read_slice(
         &mut self,
@@ -324,12 +382,9 @@ impl<T: CompatStream> Compat<T> {
                     // inline attempt would be a wasted syscall.
                     // Bytes an abandoned receive took come first
                     // (`op/carry.rs`).
-                    let fd = &sealed::Sealed::core(&self.inner).fd;
-                    if let Some(carry) = fd.carry().filter(|c| !c.is_quiet()) {
-                        ready!(carry.poll_settled(cx));
-                        if let Some(n) = carry.take_into(out) {
-                            return Poll::Ready(Ok(n));
-                        }
+                    let fd = &core_of(&self.inner).fd;
+                    if let Some(res) = ready!(fd.poll_carried(cx, out)) {
+                        return Poll::Ready(res);
                     }
                     if !std::mem::take(&mut self.drained) {
                         if let Some(res) = recv_now(fd, out) {
@@ -343,7 +398,7 @@ impl<T: CompatStream> Compat<T> {
                     // where it cannot be had, a receive of our own.
                     let arm = !std::mem::take(&mut self.skip_arm);
                     if let Some(armed) = arm
-                        .then(|| ArmedRecv::arm(sealed::Sealed::core(&self.inner), &mut self.watch))
+                        .then(|| ArmedRecv::arm(core_of(&self.inner), &mut self.watch))
                         .flatten()
                     {
                         self.armed = Some(Box::new(armed));
@@ -365,7 +420,7 @@ impl<T: CompatStream> Compat<T> {
                     }
                     buf.clear();
                     buf.reserve(want);
-                    let core = sealed::Sealed::core(&self.inner);
+                    let core = core_of(&self.inner);
                     let op = Recv {
                         fd: core.fd.clone(),
                         buf,
@@ -421,7 +476,7 @@ impl<T: CompatStream> Compat<T> {
         Op::submit(
             &core.handle.shared,
             Lane::Shard(core.session),
-            SendAll(SendOp {
+            SendAll::new(SendOp {
                 fd: core.fd.clone(),
                 buf: slice,
             }),
@@ -491,6 +546,18 @@ impl<T: CompatStream> Compat<T> {
         self.write = WriteState::Closed;
         Poll::Ready(self.core().shutdown_now(std::net::Shutdown::Write))
     }
+}
+
+impl<T: CompatStream> Drop for Compat<T> {
+    fn drop(&mut self) {
+        self.release(false);
+    }
+}
+
+/// The stream under an adaptor (a free function: callers hold other
+/// fields of the adaptor borrowed).
+fn core_of<T: CompatStream>(inner: &Option<T>) -> &StreamCore {
+    sealed::Sealed::core(inner.as_ref().expect("taken only by into_inner"))
 }
 
 impl<T: CompatStream> futures_io::AsyncRead for Compat<T> {

@@ -71,6 +71,7 @@ mod copy;
 mod file_cursor;
 pub mod framed;
 mod impls;
+mod linger;
 mod split;
 mod traits;
 

@@ -89,16 +89,25 @@ impl RecvPoolConfig {
 /// Received bytes in a pool buffer; the buffer goes back to the kernel
 /// when this is dropped. Dereferences to `[u8]`, and is an [`IoBuf`], so it
 /// can be sent on as it is.
-pub struct RecvSegment {
-    pool: Arc<BufRing>,
-    bid: u16,
-    len: u32,
+///
+/// The first segment of a stream may instead hold bytes an abandoned
+/// receive on the same socket took before it (`op/carry.rs`): those come
+/// first, in a buffer of their own.
+pub struct RecvSegment(Held);
+
+enum Held {
+    Pool {
+        pool: Arc<BufRing>,
+        bid: u16,
+        len: u32,
+    },
+    Carried(Box<[u8]>),
 }
 
 impl std::fmt::Debug for RecvSegment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RecvSegment")
-            .field("len", &self.len)
+            .field("len", &self.len())
             .finish()
     }
 }
@@ -107,9 +116,13 @@ impl std::ops::Deref for RecvSegment {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        // SAFETY: this segment holds `bid` (handed out by the completion,
-        // recycled only in `Drop`), and the kernel wrote `len` bytes.
-        unsafe { self.pool.bytes(self.bid, self.len as usize) }
+        match &self.0 {
+            // SAFETY: this segment holds `bid` (handed out by the
+            // completion, recycled only in `Drop`), and the kernel wrote
+            // `len` bytes.
+            Held::Pool { pool, bid, len } => unsafe { pool.bytes(*bid, *len as usize) },
+            Held::Carried(bytes) => bytes,
+        }
     }
 }
 
@@ -121,24 +134,27 @@ impl AsRef<[u8]> for RecvSegment {
 
 impl Drop for RecvSegment {
     fn drop(&mut self) {
-        self.pool.recycle(self.bid);
+        if let Held::Pool { pool, bid, .. } = &self.0 {
+            pool.recycle(*bid);
+        }
     }
 }
 
 // SAFETY: the bytes live in the pool's heap allocation, which the segment
-// keeps alive (`pool`) and which does not move; nobody writes to a held
-// buffer.
+// keeps alive (`pool`) and which does not move, or in the segment's own
+// boxed slice (moving the segment does not move it); nobody writes to a
+// held buffer.
 unsafe impl IoBuf for RecvSegment {
     fn stable_ptr(&self) -> *const u8 {
         self.as_ptr()
     }
 
     fn bytes_init(&self) -> usize {
-        self.len as usize
+        self.len()
     }
 
     fn bytes_total(&self) -> usize {
-        self.len as usize
+        self.len()
     }
 }
 
@@ -149,11 +165,12 @@ unsafe impl IoBuf for RecvSegment {
 /// A `Stream` of `io::Result<RecvSegment>` that ends at end of stream, or
 /// after yielding an error.
 ///
-/// To stop receiving without losing data, call [`stop`](Self::stop): it
-/// cancels the receive and returns what the kernel had already received.
-/// Merely dropping the stream also cancels it, but bytes the kernel puts in
-/// the pool before the cancel takes effect are discarded, as with any
-/// dropped read.
+/// To stop receiving, call [`stop`](Self::stop): it cancels the receive
+/// and returns what the kernel had already received. Merely dropping the
+/// stream also cancels it and loses nothing: segments it received and
+/// did not yield, and those the kernel fills before the cancel takes
+/// effect, go to the socket's next receive (`op/carry.rs`), as for any
+/// abandoned receive.
 ///
 /// Linux's multishot receive can miss a reset (RST) that arrives right
 /// after data; each stream therefore also watches its socket with a plain
@@ -162,6 +179,10 @@ unsafe impl IoBuf for RecvSegment {
 /// way.
 #[derive(Debug)]
 pub struct RecvSegments {
+    /// What abandoned receives on the socket took before this stream was
+    /// made (`op/carry.rs`): yielded first, then the error, if any.
+    carried: Option<Box<[u8]>>,
+    carried_error: Option<io::Error>,
     op: MultiOp<RecvMulti>,
     /// The hangup watch (module docs; io_uring only); `watched` once it
     /// fired.
@@ -179,6 +200,15 @@ pub struct RecvSegments {
 
 impl RecvSegments {
     pub(crate) async fn new(core: &StreamCore, config: RecvPoolConfig) -> io::Result<RecvSegments> {
+        // Bytes an abandoned receive took come before anything the kernel
+        // still holds: wait until they are all in, and take them.
+        let (carried, carried_error) = match core.fd.carry() {
+            Some(carry) => {
+                std::future::poll_fn(|cx| carry.poll_settled(cx)).await;
+                carry.take_all()
+            }
+            None => (Vec::new(), None),
+        };
         let shared = core.handle.shared.clone();
         let session = core.session;
         let (buffers, len) = (config.buffers, config.buffer_len);
@@ -199,11 +229,12 @@ impl RecvSegments {
         let op = MultiOp::submit(
             &shared,
             Lane::Shard(session),
-            RecvMulti {
-                fd: core.fd.clone(),
-                pool: pool.clone(),
-                limit: crate::driver::lifecycle::MULTISHOT_QUEUE_LIMIT,
-            },
+            RecvMulti::new(
+                core.fd.clone(),
+                pool.clone(),
+                crate::driver::lifecycle::MULTISHOT_QUEUE_LIMIT,
+                true,
+            ),
         );
         let watch = HangupWatch::needed(&shared).then(|| {
             MultiOp::submit(
@@ -215,6 +246,8 @@ impl RecvSegments {
             )
         });
         Ok(RecvSegments {
+            carried: (!carried.is_empty()).then(|| carried.into_boxed_slice()),
+            carried_error,
             op,
             watch,
             watched: false,
@@ -265,6 +298,13 @@ impl RecvSegments {
     }
 
     fn poll_segment(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<RecvSegment>>> {
+        if let Some(bytes) = self.carried.take() {
+            return Poll::Ready(Some(Ok(RecvSegment(Held::Carried(bytes)))));
+        }
+        if let Some(err) = self.carried_error.take() {
+            self.finished = true;
+            return Poll::Ready(Some(Err(err)));
+        }
         loop {
             if self.finished {
                 return Poll::Ready(None);
@@ -307,11 +347,11 @@ impl RecvSegments {
             self.pool.take(bid);
         }
         match (done.result, bid) {
-            (Ok(len), Some(bid)) if len > 0 => Some(Ok(RecvSegment {
+            (Ok(len), Some(bid)) if len > 0 => Some(Ok(RecvSegment(Held::Pool {
                 pool: self.pool.clone(),
                 bid,
                 len,
-            })),
+            }))),
             (Err(err), None) if err.raw_os_error() == Some(libc::ENOBUFS) => {
                 self.starved = true;
                 None

@@ -51,10 +51,10 @@ impl StreamCore {
     /// Cancel safe: dropped mid-flight, what it received goes to the next
     /// receive (`op/carry.rs`).
     pub(crate) async fn recv_owned<B: IoBufMut>(&self, mut buf: B) -> BufResult<usize, B> {
-        if let Some(carry) = self.fd.carry().filter(|c| !c.is_quiet()) {
-            carry.settled().await;
-            if let Some(n) = carry.take_into_buf(&mut buf) {
-                return (Ok(n), buf);
+        if let Some(carry) = self.fd.carry() {
+            let carried = std::future::poll_fn(|cx| carry.poll_take_buf(cx, &mut buf)).await;
+            if let Some(res) = carried {
+                return (res, buf);
             }
         }
         self.submit(Recv {

@@ -19,12 +19,26 @@
 //!   is unsettled (one in flight could still take bytes that came before
 //!   the new one's), then takes carried bytes before asking the kernel.
 //!
+//! * An error an abandoned receive ended with (a reset, say) is the
+//!   socket's, reported once: it is carried too, and handed out after the
+//!   carried bytes. Cancellation and a pool running dry are the runtime's
+//!   own doing and are not carried.
+//!
+//! Every stream receive goes through [`Carry::poll_take`] (one place:
+//! `recv_owned`, `Compat`'s read, multishot segments), and every abandoned
+//! stream receive, one-shot or multishot, feeds the carry: a segments
+//! stream or a `Compat` dropped with bytes received and not handed out
+//! leaves them there too.
+//!
 //! Nothing is paid until a receive on the fd is first abandoned: the carry
 //! is made then (one allocation), and after it each receive checks one
 //! atomic flag while the carry is empty and settled. The carry holds at
-//! most what the abandoned receives' buffers could hold.
+//! most what the abandoned receives' buffers (and a dropped reader's
+//! unread bytes) could hold.
 
 use std::collections::VecDeque;
+use std::io;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
@@ -44,6 +58,9 @@ pub(crate) struct Carry {
 struct State {
     unsettled: usize,
     bytes: VecDeque<u8>,
+    /// The error an abandoned receive ended with, handed out after
+    /// `bytes`.
+    error: Option<io::Error>,
     /// Receives waiting for `unsettled` to reach 0 (one per waiting task:
     /// a task re-polling replaces nothing, see `poll_settled`).
     waiters: Vec<Waker>,
@@ -71,21 +88,47 @@ impl Carry {
     /// An abandoned receive's final outcome: `got` is what it received
     /// (empty when it was cancelled or failed).
     pub(crate) fn settle(&self, got: &[u8]) {
-        let waiters = {
-            let mut s = self.lock();
-            s.bytes.extend(got);
-            s.unsettled -= 1;
-            if s.unsettled > 0 {
-                return;
-            }
-            if s.bytes.is_empty() {
-                self.quiet.store(true, Ordering::Release);
-            }
-            std::mem::take(&mut s.waiters)
-        };
-        for w in waiters {
-            // Foreign code: a panicking waker costs its own wake only.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
+        wake_all(self.settle_deferred(got));
+    }
+
+    /// [`Carry::settle`], handing back the wakers to call (for callers
+    /// under a lock that must not run foreign code).
+    #[must_use]
+    pub(crate) fn settle_deferred(&self, got: &[u8]) -> Vec<Waker> {
+        let mut s = self.lock();
+        s.bytes.extend(got);
+        s.unsettled -= 1;
+        if s.unsettled > 0 {
+            return Vec::new();
+        }
+        if s.bytes.is_empty() && s.error.is_none() {
+            self.quiet.store(true, Ordering::Release);
+        }
+        std::mem::take(&mut s.waiters)
+    }
+
+    /// Bytes an abandoned receive got, before it settles (a multishot
+    /// receive's completions arrive one by one).
+    pub(crate) fn append(&self, got: &[u8]) {
+        self.lock().bytes.extend(got);
+    }
+
+    /// The error an abandoned receive ended with, if it is the socket's
+    /// (module docs): kept for the next receive. A second one is dropped
+    /// (the kernel reports a socket's error once).
+    pub(crate) fn fail(&self, err: io::Error) {
+        if is_carried(&err) {
+            self.fail_with(err);
+        }
+    }
+
+    /// Carries `err` whatever it is (the runtime lost what an abandoned
+    /// receive took: the stream must fail, not wait or skip bytes).
+    pub(crate) fn fail_with(&self, err: io::Error) {
+        let mut s = self.lock();
+        if s.error.is_none() {
+            s.error = Some(err);
+            self.quiet.store(false, Ordering::Release);
         }
     }
 
@@ -101,41 +144,95 @@ impl Carry {
         Poll::Pending
     }
 
-    /// Waits until settled (see [`Carry::poll_settled`]).
-    pub(crate) async fn settled(&self) {
-        std::future::poll_fn(|cx| self.poll_settled(cx)).await
+    /// What every stream receive does first (module docs): waits until
+    /// no abandoned receive is unsettled, then moves carried bytes into
+    /// `out` (as many as fit, from its first byte) or hands out the
+    /// carried error. `Ready(None)` when nothing is carried: receive from
+    /// the kernel. On `Ready(Some(Ok(n)))` the first `n` bytes of `out`
+    /// are initialized.
+    pub(crate) fn poll_take(
+        &self,
+        cx: &mut Context<'_>,
+        out: &mut [MaybeUninit<u8>],
+    ) -> Poll<Option<io::Result<usize>>> {
+        if self.is_quiet() {
+            return Poll::Ready(None);
+        }
+        std::task::ready!(self.poll_settled(cx));
+        Poll::Ready(self.take_into(out))
     }
 
-    /// Moves carried bytes into `out` (as many as fit, from its first
-    /// byte); the count, or `None` when nothing is carried. Call once
-    /// settled.
-    pub(crate) fn take_into(&self, out: &mut [std::mem::MaybeUninit<u8>]) -> Option<usize> {
+    /// Everything carried, at once (for a reader that takes no slice):
+    /// the bytes, then the error. Call once settled.
+    pub(crate) fn take_all(&self) -> (Vec<u8>, Option<io::Error>) {
         let mut s = self.lock();
-        if s.bytes.is_empty() {
-            return None;
-        }
-        let n = out.len().min(s.bytes.len());
-        for (dst, b) in out.iter_mut().zip(s.bytes.drain(..n)) {
-            dst.write(b);
-        }
-        if s.bytes.is_empty() && s.unsettled == 0 {
+        let bytes = s.bytes.drain(..).collect();
+        let err = s.error.take();
+        if s.unsettled == 0 {
             self.quiet.store(true, Ordering::Release);
         }
-        Some(n)
+        (bytes, err)
     }
 
-    /// [`Carry::take_into`] for an owned buffer, filled from its first
+    /// Moves carried bytes into `out`, or takes the carried error once
+    /// the bytes are out; `None` when nothing is carried. Call once
+    /// settled.
+    fn take_into(&self, out: &mut [MaybeUninit<u8>]) -> Option<io::Result<usize>> {
+        let mut s = self.lock();
+        let res = if !s.bytes.is_empty() {
+            let n = out.len().min(s.bytes.len());
+            for (dst, b) in out.iter_mut().zip(s.bytes.drain(..n)) {
+                dst.write(b);
+            }
+            Ok(n)
+        } else {
+            Err(s.error.take()?)
+        };
+        if s.bytes.is_empty() && s.error.is_none() && s.unsettled == 0 {
+            self.quiet.store(true, Ordering::Release);
+        }
+        Some(res)
+    }
+
+    /// [`Carry::poll_take`] for an owned buffer, filled from its first
     /// byte as a receive fills it.
-    pub(crate) fn take_into_buf<B: IoBufMut>(&self, buf: &mut B) -> Option<usize> {
+    pub(crate) fn poll_take_buf<B: IoBufMut>(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut B,
+    ) -> Poll<Option<io::Result<usize>>> {
         let total = buf.bytes_total();
-        let ptr = buf.stable_mut_ptr().cast::<std::mem::MaybeUninit<u8>>();
+        let ptr = buf.stable_mut_ptr().cast::<MaybeUninit<u8>>();
         // SAFETY: `IoBufMut` makes `stable_mut_ptr` valid for writes of
         // `bytes_total` bytes, and `buf` is borrowed exclusively here.
         let out = unsafe { std::slice::from_raw_parts_mut(ptr, total) };
-        let n = self.take_into(out)?;
-        // SAFETY: `take_into` initialized the first `n <= total` bytes.
-        unsafe { buf.set_init(n) };
-        Some(n)
+        let res = std::task::ready!(self.poll_take(cx, out));
+        if let Some(Ok(n)) = res {
+            // SAFETY: `poll_take` initialized the first `n <= total` bytes.
+            unsafe { buf.set_init(n) };
+        }
+        Poll::Ready(res)
+    }
+}
+
+/// Whether an abandoned receive's error is the socket's (carried) rather
+/// than the runtime's (module docs).
+fn is_carried(err: &io::Error) -> bool {
+    match err.raw_os_error() {
+        Some(errno) => !matches!(
+            errno,
+            libc::ECANCELED | libc::ENOBUFS | libc::EAGAIN | libc::EINTR
+        ),
+        // The runtime's own (shutting down): not the socket's.
+        None => false,
+    }
+}
+
+/// Calls each waker; a panicking one costs its own wake only.
+pub(crate) fn wake_all(wakers: Vec<Waker>) {
+    for w in wakers {
+        // Foreign code: a panicking waker costs its own wake only.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
     }
 }
 
@@ -170,15 +267,55 @@ mod tests {
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
         assert!(c.poll_settled(&mut cx).is_ready());
         let mut out = [MaybeUninit::new(0u8); 4];
-        assert_eq!(c.take_into(&mut out), Some(4));
+        assert!(matches!(
+            c.poll_take(&mut cx, &mut out),
+            Poll::Ready(Some(Ok(4)))
+        ));
         // SAFETY: `take_into` wrote all 4 bytes (it returned 4).
         assert_eq!(out.map(|b| unsafe { b.assume_init() }), *b"abcd");
         assert!(!c.is_quiet());
         let mut buf = Vec::with_capacity(8);
-        assert_eq!(c.take_into_buf(&mut buf), Some(1));
+        assert!(matches!(
+            c.poll_take_buf(&mut cx, &mut buf),
+            Poll::Ready(Some(Ok(1)))
+        ));
         assert_eq!(buf, b"e");
         assert!(c.is_quiet());
-        assert_eq!(c.take_into(&mut out), None);
+        assert!(matches!(c.poll_take(&mut cx, &mut out), Poll::Ready(None)));
+    }
+
+    #[test]
+    fn the_sockets_error_is_carried_after_the_bytes_and_handed_out_once() {
+        let c = Carry::default();
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        c.abandon();
+        c.append(b"xy");
+        c.fail(io::Error::from_raw_os_error(libc::ECONNRESET));
+        c.fail(io::Error::from_raw_os_error(libc::EPIPE));
+        c.settle(b"z");
+        let mut out = [MaybeUninit::new(0u8); 8];
+        assert!(matches!(
+            c.poll_take(&mut cx, &mut out),
+            Poll::Ready(Some(Ok(3)))
+        ));
+        match c.poll_take(&mut cx, &mut out) {
+            Poll::Ready(Some(Err(e))) => assert_eq!(e.raw_os_error(), Some(libc::ECONNRESET)),
+            _ => panic!("the reset was not carried"),
+        }
+        assert!(c.is_quiet());
+        assert!(matches!(c.poll_take(&mut cx, &mut out), Poll::Ready(None)));
+    }
+
+    #[test]
+    fn the_runtimes_own_errors_are_not_carried() {
+        let c = Carry::default();
+        c.abandon();
+        c.fail(io::Error::from_raw_os_error(libc::ECANCELED));
+        c.fail(io::Error::from_raw_os_error(libc::ENOBUFS));
+        c.fail(io::Error::other("shutting down"));
+        c.settle(&[]);
+        assert!(c.is_quiet());
     }
 
     #[test]

@@ -138,6 +138,11 @@ pub(crate) unsafe trait OpKind: Send + 'static {
     {
         drop(self.complete(done));
     }
+
+    /// An abandoned operation the runtime gives up on: [`OpKind::reclaim`]
+    /// will never run (`Orphan::forsake`). No foreign code; wakers go
+    /// into `wake`.
+    fn forsake(&mut self, _wake: &mut Vec<std::task::Waker>) {}
 }
 
 /// Which ring an operation goes to.
@@ -277,32 +282,54 @@ impl<K: OpKind> Future for Op<K> {
     }
 }
 
-impl<K: OpKind> Drop for Op<K> {
-    fn drop(&mut self) {
-        let Some(mut kind) = self.kind.take() else {
-            return;
-        };
+impl<K: OpKind> Op<K> {
+    /// Lets the operation run to its end with nobody waiting for it: it
+    /// is not cancelled, and its [`OpKind::reclaim`] runs on its final
+    /// completion (`finish` first prepares it for that). Where it is,
+    /// returned for a later [`Shared::cancel_op`] (a stale key cancels
+    /// nothing); `None` when it has ended already.
+    pub(crate) fn detach(mut self, finish: impl FnOnce(&mut K)) -> Option<(ShardId, OpKey)> {
+        let kind = self.kind.as_mut()?;
+        finish(kind);
+        self.orphan(false)
+    }
+
+    /// Hands the resources to the op table (module docs, step 4); asks
+    /// for a cancel when `cancel`. The operation's place, if it is still
+    /// in flight.
+    fn orphan(&mut self, cancel: bool) -> Option<(ShardId, OpKey)> {
+        let mut kind = self.kind.take()?;
         let (shard, key) = match std::mem::replace(&mut self.state, State::Done) {
             State::InFlight { shard, key } => (shard, key),
             // Never reached the kernel: let the operation clean up as if it
             // had been awaited (e.g. a close falls back to `close(2)`).
             State::Refused(err) => {
                 drop(kind.complete(Completion::failed(err)));
-                return;
+                return None;
             }
-            State::Done => return,
+            State::Done => return None,
         };
         kind.abandon();
         match self.shared.shards[shard].ops.orphan(key, Abandoned(kind)) {
             // Kept until the final CQE; ask for it to come soon.
-            Orphaned::Kept => self.shared.cancel_op(shard, key),
+            Orphaned::Kept => {
+                if cancel {
+                    self.shared.cancel_op(shard, key);
+                }
+                return Some((shard, key));
+            }
             // Completed already: finish it now, so what it produced (an
             // fd, a socket) is given back.
             Orphaned::Completed(kind, outcome) => reclaim(Box::new(kind), outcome),
-            Orphaned::Gone(kind) => {
-                reclaim(Box::new(kind), Outcome::Shutdown);
-            }
+            Orphaned::Gone(kind) => reclaim(Box::new(kind), Outcome::Shutdown),
         }
+        None
+    }
+}
+
+impl<K: OpKind> Drop for Op<K> {
+    fn drop(&mut self) {
+        self.orphan(true);
     }
 }
 
@@ -313,6 +340,10 @@ struct Abandoned<K>(K);
 impl<K: OpKind> Orphan for Abandoned<K> {
     fn reclaim(self: Box<Self>, outcome: Outcome) {
         self.0.reclaim(Completion::from_outcome(outcome));
+    }
+
+    fn forsake(&mut self, wake: &mut Vec<std::task::Waker>) {
+        self.0.forsake(wake);
     }
 }
 

@@ -42,6 +42,11 @@ pub(crate) unsafe trait MultishotKind: Discard {
     fn queue_limit(&self) -> usize {
         MULTISHOT_QUEUE_LIMIT
     }
+
+    /// The owner is being dropped with the operation in flight (called
+    /// before the op table takes it; its unread and later completions go
+    /// to [`Discard::discard`], and it is dropped after the last).
+    fn abandon(&mut self) {}
 }
 
 enum State {
@@ -113,6 +118,11 @@ impl<K: MultishotKind> MultiOp<K> {
         };
     }
 
+    /// The operation's resources.
+    pub(crate) fn kind_mut(&mut self) -> &mut K {
+        self.kind.as_mut().expect("resources present until drop")
+    }
+
     /// Asks the kernel to end the operation; its last completion follows
     /// (read on with [`poll_next`](Self::poll_next)).
     pub(crate) fn cancel(&self) {
@@ -150,13 +160,14 @@ impl<K: MultishotKind> MultiOp<K> {
 
 impl<K: MultishotKind> Drop for MultiOp<K> {
     fn drop(&mut self) {
-        let Some(kind) = self.kind.take() else {
+        let Some(mut kind) = self.kind.take() else {
             return;
         };
         let State::InFlight { shard, key } = std::mem::replace(&mut self.state, State::Ended)
         else {
             return;
         };
+        kind.abandon();
         // Ended already: the hook comes back and is dropped here, after it
         // discarded what was left unread. Otherwise it is kept until the
         // last completion; ask for it to come soon.

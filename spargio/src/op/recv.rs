@@ -59,20 +59,29 @@ unsafe impl<B: IoBufMut> OpKind for Recv<B> {
         }
     }
 
+    fn forsake(&mut self, wake: &mut Vec<std::task::Waker>) {
+        if let Some(carry) = self.fd.carry().filter(|_| self.carry) {
+            carry.fail_with(crate::driver::ops_table::forsaken_error());
+            wake.extend(carry.settle_deferred(&[]));
+        }
+    }
+
     fn reclaim(self, done: Completion) {
         if !self.carry {
             return;
         }
         let fd = self.fd.clone();
         let (res, buf) = self.complete(done);
+        // `abandon` made it.
+        let Some(carry) = fd.carry() else { return };
         let got = match res {
             Ok(n) => &buf.as_init_slice()[..n],
-            Err(_) => &[],
+            Err(err) => {
+                carry.fail(err);
+                &[]
+            }
         };
-        // `abandon` made it.
-        if let Some(carry) = fd.carry() {
-            carry.settle(got);
-        }
+        carry.settle(got);
     }
 }
 

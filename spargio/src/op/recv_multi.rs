@@ -21,6 +21,24 @@ pub(crate) struct RecvMulti {
     pub(crate) pool: Arc<BufRing>,
     /// Unread completions at which the runtime pauses the receive.
     pub(crate) limit: usize,
+    /// Abandoned, what it received and nobody read goes to the stream's
+    /// carry (`op/carry.rs`), and so does the error it ended with.
+    pub(crate) carry: bool,
+    /// Abandoned with `carry`: counted in the carry as unsettled until
+    /// this value is dropped (after the last completion).
+    abandoned: bool,
+}
+
+impl RecvMulti {
+    pub(crate) fn new(fd: SharedFd, pool: Arc<BufRing>, limit: usize, carry: bool) -> RecvMulti {
+        RecvMulti {
+            fd,
+            pool,
+            limit,
+            carry,
+            abandoned: false,
+        }
+    }
 }
 
 // SAFETY: the SQE carries no pointers of its own; the buffers it may fill
@@ -45,6 +63,13 @@ unsafe impl MultishotKind for RecvMulti {
 
     fn queue_limit(&self) -> usize {
         self.limit
+    }
+
+    fn abandon(&mut self) {
+        if self.carry {
+            self.fd.carry_or_make().abandon();
+            self.abandoned = true;
+        }
     }
 }
 
@@ -79,10 +104,37 @@ impl Discard for HangupWatch {
 }
 
 impl Discard for RecvMulti {
-    fn discard(&mut self, _result: i32, flags: u32, wake: &mut Vec<std::task::Waker>) {
+    fn discard(&mut self, result: i32, flags: u32, wake: &mut Vec<std::task::Waker>) {
+        let carry = self.fd.carry().filter(|_| self.abandoned);
         if let Some(bid) = io_uring::cqueue::buffer_select(flags) {
             self.pool.take(bid);
+            if let Some(carry) = carry.filter(|_| result > 0) {
+                // SAFETY: the completion handed out `bid`, recycled only
+                // below, and the kernel wrote `result` bytes into it.
+                carry.append(unsafe { self.pool.bytes(bid, result as usize) });
+            }
             wake.extend(self.pool.recycle_deferred(bid));
+        }
+        if let Some(carry) = carry.filter(|_| result < 0) {
+            carry.fail(std::io::Error::from_raw_os_error(-result));
+        }
+    }
+
+    fn forsake(&mut self, wake: &mut Vec<std::task::Waker>) {
+        if let Some(carry) = self.fd.carry().filter(|_| self.abandoned) {
+            self.abandoned = false;
+            carry.fail_with(crate::driver::ops_table::forsaken_error());
+            wake.extend(carry.settle_deferred(&[]));
+        }
+    }
+}
+
+impl Drop for RecvMulti {
+    fn drop(&mut self) {
+        // After the last completion (or never armed again): the carry
+        // holds all it will get.
+        if let Some(carry) = self.fd.carry().filter(|_| self.abandoned) {
+            carry.settle(&[]);
         }
     }
 }

@@ -55,9 +55,28 @@ impl SharedFd {
         &self.inner.lease
     }
 
+    /// How many handles and operations hold the fd.
+    pub(crate) fn holders(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+
     /// The bytes abandoned receives took, if one ever was (`op/carry.rs`).
     pub(crate) fn carry(&self) -> Option<&Carry> {
         self.inner.carry.get().map(|c| &**c)
+    }
+
+    /// What every stream receive asks first: bytes (or an error) that
+    /// abandoned receives left for it (`Carry::poll_take`); `Ready(None)`
+    /// when there are none, at the cost of one atomic load.
+    pub(crate) fn poll_carried(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        out: &mut [std::mem::MaybeUninit<u8>],
+    ) -> std::task::Poll<Option<std::io::Result<usize>>> {
+        match self.carry() {
+            Some(carry) => carry.poll_take(cx, out),
+            None => std::task::Poll::Ready(None),
+        }
     }
 
     /// The carry, made on first use.

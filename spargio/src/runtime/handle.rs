@@ -276,6 +276,25 @@ impl RuntimeHandle {
         Fut::Output: Send + 'static,
     {
         self.check_shard(shard)?;
+        if spawn::boxes::<Fut>() {
+            // The future `init` makes would make the wrapper as large:
+            // it goes to the heap as it is made, on its shard.
+            return self.spawn_local_on_inner(shard, move |ctx| Box::pin(init(ctx)));
+        }
+        self.spawn_local_on_inner(shard, init)
+    }
+
+    #[track_caller]
+    fn spawn_local_on_inner<I, Fut>(
+        &self,
+        shard: ShardId,
+        init: I,
+    ) -> Result<JoinHandle<Fut::Output>, RuntimeError>
+    where
+        I: FnOnce(ShardCtx) -> Fut + Send + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Send + 'static,
+    {
         let fut = async move {
             let ctx = ShardCtx::current().expect("local task polled off its shard");
             init(ctx).await
@@ -311,6 +330,28 @@ impl RuntimeHandle {
         if self.shared.is_closing() {
             return Err(RuntimeError::Shutdown);
         }
+        if spawn::boxes::<F>() {
+            // The task would hold the closure inline: to the heap first,
+            // moved straight in (`Box::new` takes it by value, one more
+            // copy of it on the stack in a debug build).
+            let mut boxed = Box::<F>::new_uninit();
+            // SAFETY: `boxed` is a fresh allocation for one `F`; the write
+            // initializes it, and `f` is moved, not dropped, here.
+            let f = unsafe {
+                boxed.as_mut_ptr().write(f);
+                boxed.assume_init()
+            };
+            return self.spawn_blocking_inner(f);
+        }
+        self.spawn_blocking_inner(f)
+    }
+
+    #[track_caller]
+    fn spawn_blocking_inner<F, R>(&self, f: F) -> Result<JoinHandle<R>, RuntimeError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
         let home = crate::scheduler::context::current_shard(&self.shared).unwrap_or(0);
         let (runnable, handle) =
             spawn::build(&self.shared, TaskKind::Blocking, home, async move { f() })?;

@@ -236,3 +236,55 @@ pub fn pin(cpu: usize) {
         );
     }
 }
+
+/// Runs `body` as a stealable task of a runtime with `shards` shards on
+/// each backend this machine has, failing the test (with the backend's
+/// name) if it panics, errs or hangs.
+pub fn on_each_backend<F, Fut>(shards: usize, body: F)
+where
+    F: Fn(RuntimeHandle) -> Fut + Send + Clone + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    for backend in backends() {
+        let body = body.clone();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let builder = RuntimeBuilder::new().shards(shards).backend(backend);
+            let out = spargio::block_on(spargio::run_with(builder, body));
+            let _ = tx.send(out.map_err(|e| e.to_string()));
+        });
+        match rx.recv_timeout(HANG) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("{backend:?}: {e}"),
+            Err(_) => panic!("{backend:?}: no answer within {HANG:?}"),
+        }
+    }
+}
+
+/// Sets a flag when woken: tells a test that an operation's completion is
+/// in without polling its future again.
+#[derive(Default)]
+pub struct WokenFlag(AtomicBool);
+
+impl WokenFlag {
+    pub fn new() -> Arc<WokenFlag> {
+        Arc::new(WokenFlag::default())
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps a millisecond at a time until woken.
+    pub async fn wait(&self) {
+        while !self.is_set() {
+            spargio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+impl std::task::Wake for WokenFlag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,121 @@
+//! A write-behind send that outlives its [`Compat`](super::Compat).
+//!
+//! `Compat`'s write reports bytes accepted once they are copied into the
+//! adaptor and a send of them is in flight (`compat.rs`, "Write"). A
+//! caller may then drop the adaptor without flushing, as it would drop a
+//! socket whose kernel buffer still holds its last bytes: the kernel sends
+//! those after the close. So do we:
+//!
+//! 1. The send is detached ([`Op::detach`]): not cancelled, nobody waits
+//!    for it. It holds its buffer and the fd, so the socket is closed only
+//!    after its final completion, and the peer sees the end of stream
+//!    after the last byte.
+//! 2. It is bounded, as the kernel bounds an orphaned socket's data: a
+//!    timer on the session shard cancels it after [`LINGER`] (a peer that
+//!    never reads), and at most [`MAX_LINGERING`] sends linger in a
+//!    process; past that a dropped adaptor's send is cancelled at once.
+//! 3. A send that ends without every byte taken (cancelled, the peer
+//!    gone, a short send) has no one left to report to: the connection is
+//!    reset (`SO_LINGER` 0 for the close), so the peer sees an error, never
+//!    a clean end of stream with bytes missing.
+//!
+//! A runtime that shuts down cancels a lingering send like any other
+//! operation in flight, with the same reset.
+
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::buf::Slice;
+use crate::net::stream::StreamCore;
+use crate::op::send::SendAll;
+use crate::op::{Op, SharedFd};
+
+/// How long a dropped adaptor's send may wait for its peer to read.
+pub(crate) const LINGER: Duration = Duration::from_secs(60);
+
+/// Sends that may linger at once in a process (64 KiB each at most).
+pub(crate) const MAX_LINGERING: usize = 1024;
+
+static LINGERING: AtomicUsize = AtomicUsize::new(0);
+
+/// A detached send's duty at its end (module docs, step 3), and its place
+/// under [`MAX_LINGERING`] while it lingers.
+struct Lingering {
+    counted: bool,
+}
+
+impl Lingering {
+    /// Takes a place under the bound; `counted: false` when none is left.
+    fn new() -> Lingering {
+        // AcqRel/Acquire: a count only; nothing else is published by it.
+        let counted = LINGERING
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_LINGERING).then_some(n + 1)
+            })
+            .is_ok();
+        Lingering { counted }
+    }
+
+    /// The send ended: `sent` of `total` bytes taken.
+    fn finish(self, fd: &SharedFd, sent: &io::Result<usize>, total: usize) {
+        if matches!(sent, Ok(n) if *n >= total) {
+            return;
+        }
+        reset_on_close(fd);
+    }
+}
+
+impl Drop for Lingering {
+    fn drop(&mut self) {
+        if self.counted {
+            LINGERING.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Lets `op`, the send in flight of an adaptor being dropped, finish
+/// (module docs).
+pub(super) fn linger(core: &StreamCore, op: Op<SendAll<Slice<Vec<u8>>>>) {
+    let lingering = Lingering::new();
+    let counted = lingering.counted;
+    let finish = move |fd: &SharedFd, sent: &io::Result<usize>, total: usize| {
+        lingering.finish(fd, sent, total)
+    };
+    let Some((shard, key)) = op.detach(|send| send.on_abandoned_end = Some(Box::new(finish)))
+    else {
+        return;
+    };
+    let shared = core.handle.shared.clone();
+    if !counted {
+        shared.cancel_op(shard, key);
+        return;
+    }
+    let on_shard = shared.clone();
+    let timer = async move {
+        crate::time::sleep(LINGER).await;
+        // A stale key (the send ended) cancels nothing.
+        on_shard.cancel_op(shard, key);
+    };
+    // Refused only while the runtime shuts down, which cancels the send.
+    let _ = core.handle.spawn_pinned(shard, timer);
+}
+
+/// Makes the socket's close reset the connection.
+fn reset_on_close(fd: &SharedFd) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: `fd` is open (the `SharedFd` borrow keeps it so); the option
+    // value is a local struct of the length passed.
+    unsafe {
+        libc::setsockopt(
+            fd.raw(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+}

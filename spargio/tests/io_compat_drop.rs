@@ -1,0 +1,128 @@
+//! Dropping a `Compat` loses nothing it took: bytes a write reported
+//! accepted reach the peer, bytes it received and did not hand out go to
+//! the stream's next receive. Both backends.
+
+mod common;
+
+use std::io::Read;
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::task::Poll;
+use std::time::Duration;
+
+use futures_util::io::AsyncReadExt;
+use spargio::io::Compat;
+use spargio::net::{TcpStream, UnixStream};
+
+/// The byte at stream position `i`.
+fn at(i: usize) -> u8 {
+    (i % 251) as u8
+}
+
+/// Writes through `c` until a write is refused (the socket is full and a
+/// write-behind send is in flight); returns the bytes reported accepted.
+async fn write_until_full(c: &mut Compat<TcpStream>) -> usize {
+    let mut accepted = 0;
+    loop {
+        let chunk: Vec<u8> = (accepted..accepted + 48 * 1024).map(at).collect();
+        let res = std::future::poll_fn(|cx| {
+            Poll::Ready(futures_io::AsyncWrite::poll_write(
+                Pin::new(&mut *c),
+                cx,
+                &chunk,
+            ))
+        })
+        .await;
+        match res {
+            Poll::Ready(Ok(n)) => accepted += n,
+            Poll::Ready(Err(e)) => panic!("write failed after {accepted} bytes: {e}"),
+            Poll::Pending => return accepted,
+        }
+    }
+}
+
+#[test]
+fn a_compat_dropped_with_its_write_behind_in_flight_delivers_every_accepted_byte() {
+    common::on_each_backend(2, |h| async move {
+        for round in 0..3 {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (go, wait) = mpsc::channel::<()>();
+            // A peer that reads nothing until told, then everything to EOF.
+            let peer = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                wait.recv().unwrap();
+                let mut got = Vec::new();
+                s.read_to_end(&mut got).map(|_| got)
+            });
+            let mut c = Compat::new(TcpStream::connect_socket_addr(&h, addr).await.unwrap());
+            let accepted = write_until_full(&mut c).await;
+            // Dropped without flush or close, as `write_all(..).await;
+            // drop(stream)` drops it.
+            drop(c);
+            go.send(()).unwrap();
+            // Joined off the shards, which must go on running meanwhile.
+            let peer = h.spawn_blocking(move || peer.join().unwrap()).unwrap();
+            let got = peer.await.unwrap().unwrap_or_else(|e| {
+                panic!(
+                    "round {round}: the peer's read failed ({e}); {accepted} bytes were accepted"
+                )
+            });
+            assert_eq!(
+                got.len(),
+                accepted,
+                "round {round}: bytes accepted and lost"
+            );
+            let first_bad = got.iter().enumerate().position(|(i, &b)| b != at(i));
+            assert_eq!(first_bad, None, "round {round}");
+        }
+    });
+}
+
+#[test]
+fn bytes_received_into_a_compat_go_to_the_stream_after_it() {
+    common::on_each_backend(2, |h| async move {
+        for round in 0..4u8 {
+            let (a, b) = UnixStream::pair(&h).unwrap();
+            let session = a.session_shard();
+            let keep = a.clone();
+            // On the session shard a read arms the shard pool's receive:
+            // the arrival lands in a pool buffer larger than the read.
+            let rest = h
+                .spawn_pinned(session, async move {
+                    let mut c = Compat::new(a);
+                    let mut first = [0u8; 3];
+                    let read = c.read(&mut first);
+                    let write = async {
+                        spargio::time::sleep(Duration::from_millis(5)).await;
+                        b.write_all(&[round, b'a', b'b', b'c', b'd', b'e', b'f'])
+                            .await
+                            .unwrap();
+                    };
+                    let (n, ()) = futures_util::future::join(read, write).await;
+                    assert_eq!(n.unwrap(), 3, "the arrival came at once");
+                    assert_eq!(first, [round, b'a', b'b']);
+                    // Half the bytes: into_inner; the other half: a clone
+                    // kept beside the adaptor.
+                    let stream = if round % 2 == 0 {
+                        Some(c.into_inner())
+                    } else {
+                        drop(c);
+                        None
+                    };
+                    b.write_all(b"gh").await.unwrap();
+                    stream
+                })
+                .unwrap()
+                .await
+                .unwrap();
+            let reader = rest.unwrap_or(keep);
+            let mut got = vec![0u8; 6];
+            spargio::time::timeout(common::HANG, reader.read_exact(&mut got))
+                .await
+                .expect("bytes were lost: the read never ended")
+                .unwrap();
+            assert_eq!(got, b"cdefgh", "round {round}");
+        }
+    });
+}
