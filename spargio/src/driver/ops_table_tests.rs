@@ -309,3 +309,25 @@ fn close_fails_queued_and_reports_in_ring() {
     assert!(table.insert(Phase::InRing, 0).is_err());
     assert_eq!(table.in_ring(), 1);
 }
+
+#[test]
+fn leaking_tells_every_orphan_it_is_forsaken_and_wakes_outside_the_lock() {
+    struct Forsaken(Arc<Flag>);
+    impl Orphan for Forsaken {
+        fn reclaim(self: Box<Self>, _: Outcome) {
+            panic!("a leaked operation is never reclaimed");
+        }
+        fn forsake(&mut self, wake: &mut Vec<Waker>) {
+            wake.push(Waker::from(self.0.clone()));
+        }
+    }
+    let table = OpTable::default();
+    let key = table.insert(Phase::InRing, 0).unwrap();
+    let flag = Arc::new(Flag(AtomicBool::new(false)));
+    assert!(matches!(
+        table.orphan(key, Forsaken(flag.clone())),
+        Orphaned::Kept
+    ));
+    table.leak_in_ring();
+    assert!(flag.0.load(Ordering::SeqCst), "the orphan was not told");
+}

@@ -106,3 +106,33 @@ pub(crate) fn recv_now(
     };
     super::send::would_block_or(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    #[test]
+    fn a_forsaken_receive_fails_its_streams_carry_instead_of_leaving_it_unsettled() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let fd = SharedFd::new(a.into());
+        let mut recv = Recv {
+            fd: fd.clone(),
+            buf: Vec::<u8>::with_capacity(8),
+            carry: true,
+            poll_first: false,
+        };
+        recv.abandon();
+        let mut wake = Vec::new();
+        recv.forsake(&mut wake);
+        drop(recv);
+        let carry = fd.carry().expect("made by abandon");
+        let mut out = [std::mem::MaybeUninit::new(0u8); 8];
+        let mut cx = Context::from_waker(Waker::noop());
+        match carry.poll_take(&mut cx, &mut out) {
+            Poll::Ready(Some(Err(e))) => assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe),
+            other => panic!("the next receive would see {other:?}, not the loss"),
+        }
+    }
+}
