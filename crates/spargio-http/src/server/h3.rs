@@ -336,7 +336,9 @@ where
     // and finishes what it accepted.
     endpoint.set_server_config(None);
     drain.cancel();
-    let deadline = std::time::Instant::now() + grace;
+    // `None`: a grace period too long to add (`Duration::MAX`) is no
+    // deadline at all.
+    let deadline = std::time::Instant::now().checked_add(grace);
     let all_closed = conns.below(1);
     if spargio::time::timeout(grace, all_closed).await.is_err() {
         abort.cancel();
@@ -345,7 +347,9 @@ where
     // The connections' CONNECTION_CLOSE packets go out from the endpoint:
     // returning (and dropping it) first could leave a client to find out
     // at its idle timeout. Within what is left of the grace period.
-    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    let left = deadline.map_or(Duration::MAX, |at| {
+        at.saturating_duration_since(std::time::Instant::now())
+    });
     let _ = spargio::time::timeout(left, endpoint.wait_idle()).await;
     Ok(())
 }
