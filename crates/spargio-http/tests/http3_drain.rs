@@ -105,3 +105,126 @@ fn graceful_shutdown_with_grace_period_max_returns_ok() {
         rt.shutdown_background();
     }
 }
+
+/// A UDP relay between one client and `server`: forwards both ways until
+/// `frozen` is set, then drops everything (the client is gone, as a
+/// `SIGSTOP`ped process is: nothing it is sent is acknowledged).
+struct Relay {
+    addr: SocketAddr,
+    frozen: Arc<AtomicBool>,
+    quit: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    fn start(server: SocketAddr) -> Relay {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let addr = sock.local_addr().unwrap();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let quit = Arc::new(AtomicBool::new(false));
+        let (f, q) = (frozen.clone(), quit.clone());
+        let thread = std::thread::spawn(move || {
+            let mut client = None;
+            let mut buf = vec![0u8; 65536];
+            while !q.load(SeqCst) {
+                let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                let to = if from == server {
+                    client
+                } else {
+                    client = Some(from);
+                    Some(server)
+                };
+                if let (Some(to), false) = (to, f.load(SeqCst)) {
+                    let _ = sock.send_to(&buf[..n], to);
+                }
+            }
+        });
+        Relay {
+            addr,
+            frozen,
+            quit,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.quit.store(true, SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A client that vanishes with a request in flight (behind a relay that
+/// stops forwarding) must not hold the drain for the grace period: it
+/// never acknowledges its response, and a peer that acknowledges nothing
+/// for a few probe timeouts is gone. A live client's request, in flight
+/// at the same time, still gets its whole response. The bound is half
+/// the grace period: no tight timing.
+#[test]
+fn graceful_shutdown_does_not_wait_for_a_vanished_client() {
+    let (cert, key) = common::self_signed();
+    let grace = Duration::from_secs(20);
+    for backend in backends() {
+        let server = H3Server::start_with(backend, &cert, &key, grace, false);
+        let load = server.state.load.clone();
+        load.hold.store(true, SeqCst);
+        let relay = Relay::start(server.addr);
+        let rt = tokio_rt();
+        let ep = rt.block_on(async { quinn_client(&cert) });
+        let (vanishing_ep, live_ep) = (ep.clone(), ep);
+        let relay_addr = relay.addr;
+        let vanishing = rt.spawn(async move {
+            let mut send = h3_connect(&vanishing_ep, relay_addr).await;
+            h3_get(&mut send, "/load/0").await
+        });
+        let addr = server.addr;
+        let live = rt.spawn(async move {
+            let mut send = h3_connect(&live_ep, addr).await;
+            h3_get(&mut send, "/load/0").await
+        });
+        // Both requests are in their handlers; then the one client
+        // vanishes, the server stops, and the handlers answer.
+        wait_for("two held requests", || load.held.load(SeqCst) >= 2);
+        relay.frozen.store(true, SeqCst);
+        let stopped_at = Instant::now();
+        server.stop.cancel();
+        load.release.cancel();
+        let served = server
+            .done
+            .recv_timeout(HANG)
+            .unwrap_or_else(|_| panic!("{backend:?}: serve_h3 did not return"));
+        let took = stopped_at.elapsed();
+        assert!(served.is_ok(), "{backend:?}: {served:?}");
+        assert!(
+            took < grace / 2,
+            "{backend:?}: the drain waited {took:?} (grace {grace:?}) for a client that was gone"
+        );
+        let got = rt.block_on(async {
+            tokio::time::timeout(HANG, live)
+                .await
+                .expect("the live client hung")
+                .unwrap()
+        });
+        match got {
+            Ok((status, body)) => {
+                assert_eq!(status, 200, "{backend:?}");
+                assert!(
+                    body == pattern(LOAD_GET_BYTES),
+                    "{backend:?}: the live client's body: {} bytes, {LOAD_GET_BYTES} expected",
+                    body.len()
+                );
+            }
+            Err(e) => panic!("{backend:?}: the live client's request failed: {e}"),
+        }
+        vanishing.abort();
+        rt.shutdown_background();
+        drop(relay);
+    }
+}

@@ -378,6 +378,37 @@ async fn serve_connection<S, B>(
     S: H3Service<B>,
     B: HttpBody,
 {
+    // This connection's abort: the server's (the grace period ran out),
+    // or, once draining, its client gone (it would hold the drain until
+    // the grace period ends, acknowledging nothing).
+    let halt = CancellationToken::new();
+    let watch = async {
+        race(abort.cancelled(), async {
+            drain.cancelled().await;
+            super::h3_liveness::peer_gone(&conn).await;
+        })
+        .await;
+        halt.cancel();
+        std::future::pending::<()>().await
+    };
+    race(
+        drive_connection(conn.clone(), service, config, drain.clone(), halt.clone()),
+        watch,
+    )
+    .await;
+}
+
+/// Serves `conn` until it closes; `abort` closes it at once.
+async fn drive_connection<S, B>(
+    conn: QuicConnection,
+    service: S,
+    config: Config,
+    drain: CancellationToken,
+    abort: CancellationToken,
+) where
+    S: H3Service<B>,
+    B: HttpBody,
+{
     let peer = conn.remote_address();
     let built = h3::server::builder()
         .max_field_section_size(config.max_header_bytes as u64)

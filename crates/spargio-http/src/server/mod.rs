@@ -66,6 +66,8 @@ mod conn;
 mod deadline;
 #[cfg(feature = "http3")]
 mod h3;
+#[cfg(feature = "http3")]
+mod h3_liveness;
 mod hub;
 mod idle;
 mod service;
