@@ -228,3 +228,60 @@ fn graceful_shutdown_does_not_wait_for_a_vanished_client() {
         drop(relay);
     }
 }
+
+/// `accept` reports `BrokenPipe` once the endpoint's drivers have shut
+/// down (which closes every connection with them). `serve_h3` must then
+/// end as a drain does: not return while a handler of one of its
+/// connections still runs (a request task left behind, past the server
+/// it belonged to).
+#[test]
+fn endpoint_shut_down_under_the_server_ends_it_after_its_handlers() {
+    let (cert, key) = common::self_signed();
+    for backend in backends() {
+        let server = H3Server::start_with(backend, &cert, &key, Duration::from_secs(20), true);
+        let load = server.state.load.clone();
+        load.hold.store(true, SeqCst);
+        let rt = tokio_rt();
+        let addr = server.addr;
+        let ep = rt.block_on(async { quinn_client(&cert) });
+        let client = rt.spawn(async move {
+            let mut send = h3_connect(&ep, addr).await;
+            h3_get(&mut send, "/load/0").await
+        });
+        wait_for("a held request", || load.held.load(SeqCst) >= 1);
+        let endpoint = server.endpoint.clone().unwrap();
+        assert!(
+            !endpoint.drivers().is_empty(),
+            "{backend:?}: a native endpoint"
+        );
+        for driver in endpoint.drivers() {
+            driver.shutdown();
+        }
+        // The shutdown closed the connection: the client sees it end.
+        let got = rt.block_on(async {
+            tokio::time::timeout(HANG, client)
+                .await
+                .expect("the client hung")
+                .unwrap()
+        });
+        assert!(got.is_err(), "{backend:?}: {got:?}");
+        // The server must not return while the handler is held; give it a
+        // chance to (a correct server never does), then let it go.
+        let early = server.done.recv_timeout(Duration::from_secs(1)).ok();
+        load.release.cancel();
+        let served = early.unwrap_or_else(|| {
+            server
+                .done
+                .recv_timeout(HANG)
+                .unwrap_or_else(|_| panic!("{backend:?}: serve_h3 did not return"))
+        });
+        assert!(served.is_ok(), "{backend:?}: {served:?}");
+        let running = server.running_at_return.recv_timeout(HANG).unwrap();
+        assert_eq!(
+            running, 0,
+            "{backend:?}: serve_h3 returned with {running} handler(s) still running"
+        );
+        drop(endpoint);
+        rt.shutdown_background();
+    }
+}

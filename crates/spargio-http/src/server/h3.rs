@@ -32,7 +32,13 @@
 //!   the client has acknowledged every response (a close discards what is
 //!   unacknowledged) and closes with `H3_NO_ERROR`; the server's future
 //!   returns when all are closed and their closes sent, or after
-//!   `grace_period` (30 s), when the rest are closed at once.
+//!   `grace_period` (30 s), when the rest are closed at once. A client
+//!   that has vanished (nothing from it through three probe timeouts
+//!   while it has data to acknowledge; `h3_liveness`) would acknowledge
+//!   nothing until then: its connection is closed at once instead. The
+//!   endpoint shut down under the server (`accept` fails with
+//!   `BrokenPipe`; the shutdown closed every connection) ends it the same
+//!   way, once the handlers still running have returned.
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -309,8 +315,10 @@ where
             None => break,
             Some(Ok(conn)) => conn,
             // A handshake that failed ends that connection, not the server;
-            // the endpoint closed (no more connections) ends it.
-            Some(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            // the endpoint shut down (no more connections) ends it, once
+            // its connections have ended as in a drain: the shutdown
+            // closed them, but their handlers may still run.
+            Some(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => break,
             Some(Err(_)) => continue,
         };
         conns.active.fetch_add(1, Ordering::AcqRel);
