@@ -25,3 +25,13 @@ pub(crate) async fn timeout<F: Future>(
     })
     .await
 }
+
+/// A wait so long it never ends (30 years, as `spargio::time` saturates):
+/// what a `Duration` handed to hyper is capped at, since hyper adds it to
+/// an `Instant` unchecked (`Duration::MAX` would panic there).
+const FOREVER: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 30);
+
+/// `d`, capped at [`FOREVER`].
+pub(crate) fn saturate(d: Duration) -> Duration {
+    d.min(FOREVER)
+}

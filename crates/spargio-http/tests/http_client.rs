@@ -448,3 +448,30 @@ fn against_nginx_one_gib() {
     let _serial = serial();
     against_nginx(1 << 30);
 }
+
+/// Every public `Duration` saturates: a pool idle timeout of
+/// `Duration::MAX` keeps idle connections for good (hyper-util's idle
+/// sweep adds it to `Instant::now()`), and a server's HTTP/2 keep-alive
+/// of `Duration::MAX` never pings (hyper adds the interval to the last
+/// read), instead of panicking.
+#[test]
+fn duration_max_pool_idle_timeout_and_h2_keep_alive_saturate() {
+    let _serial = serial();
+    let server = TestServer::start(|s| s.http2_keep_alive(Duration::MAX, Duration::MAX));
+    let base = server.url("");
+    run(move |handle| async move {
+        let client: Client = Client::builder(&handle)
+            .http2_prior_knowledge()
+            .pool_idle_timeout(Some(Duration::MAX))
+            .build();
+        for i in 0..3usize {
+            let r = client.get(format!("{base}/big/{}", 100 + i)).await.unwrap();
+            assert_eq!(r.version(), Version::HTTP_2);
+            assert_eq!(body_bytes(r).await.unwrap(), pattern(100 + i));
+            // The pooled connection idles; its sweep and its keep-alive
+            // timer run.
+            spargio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    server.stop().unwrap();
+}

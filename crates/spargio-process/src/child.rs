@@ -79,7 +79,8 @@ impl ChildHandle {
         kill_on_drop: bool,
         options: &CommandOptions,
     ) -> io::Result<ChildHandle> {
-        let deadline = options.timeout.map(|t| Instant::now() + t);
+        // A timeout too long to add (`Duration::MAX`) is no deadline.
+        let deadline = options.timeout.and_then(|t| Instant::now().checked_add(t));
         let mut child = command.spawn()?;
         let proc = match Proc::open(child.id()) {
             Ok(proc) => proc,
@@ -192,7 +193,7 @@ impl ChildHandle {
     }
 
     fn deadline_with(&self, options: &CommandOptions) -> Option<Instant> {
-        let call = options.timeout.map(|t| Instant::now() + t);
+        let call = options.timeout.and_then(|t| Instant::now().checked_add(t));
         match (self.deadline, call) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -288,3 +288,33 @@ fn handles_are_send_and_sync_and_futures_are_send() {
     send(&CommandBuilder::new("true").status(rt.handle()));
     send(&child.output());
 }
+
+/// Every public `Duration` saturates: a timeout of `Duration::MAX` is no
+/// deadline (at spawn, and at a later wait or output), not an overflow.
+#[test]
+fn a_timeout_of_duration_max_is_no_deadline() {
+    let (spawned, waited, output) = run(|h| async move {
+        let forever = CommandOptions::default().with_timeout(Duration::MAX);
+        let mut child = CommandBuilder::new("true")
+            .spawn_with_options(&h, forever.clone())
+            .unwrap();
+        let spawned = child.wait().await.unwrap();
+        let mut child = CommandBuilder::new("true").spawn(&h).unwrap();
+        let waited = child.wait_with_options(forever.clone()).await.unwrap();
+        let output = CommandBuilder::new("echo")
+            .arg("hi")
+            .stdout(Stdio::piped())
+            .spawn(&h)
+            .unwrap()
+            .output_with_options(forever)
+            .await
+            .unwrap();
+        (spawned, waited, output)
+    });
+    assert!(
+        spawned.success() && waited.success(),
+        "{spawned:?} {waited:?}"
+    );
+    assert!(output.status.success());
+    assert_eq!(output.stdout, b"hi\n");
+}

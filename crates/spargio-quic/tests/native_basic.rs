@@ -755,3 +755,37 @@ async fn ping(
     }
     assert_eq!(got, msg);
 }
+
+/// Every public `Duration` saturates: a keep-alive interval of
+/// `Duration::MAX` never pings (quinn-proto adds it to `Instant::now()`
+/// unchecked, which panicked once the connection was established).
+#[spargio::test(shards = 2)]
+async fn a_keep_alive_interval_of_duration_max_never_pings(handle: RuntimeHandle) {
+    use spargio_quic::NativeProtoTransportTuning;
+    let certs = TestCerts::generate();
+    let server = server(&handle, &certs, None, options());
+    let client = client(&handle, &certs, None, options());
+    let forever =
+        NativeProtoTransportTuning::default().with_keep_alive_interval(Some(Duration::MAX));
+    for driver in client.drivers().iter().chain(server.drivers()) {
+        driver.set_transport_tuning(forever).unwrap();
+    }
+    let (c, s) = hang("connect", pair(&client, &server)).await;
+    let echo = handle
+        .spawn_stealable(async move {
+            let (mut send, mut recv) = s.accept_bi().await?;
+            let data = recv.read_to_end(1 << 16).await?;
+            send.write_all(&data).await?;
+            send.finish()?;
+            s.closed().await;
+            io::Result::Ok(())
+        })
+        .unwrap();
+    let (mut send, mut recv) = c.open_bi().await.unwrap();
+    send.write_all(b"still here").await.unwrap();
+    send.finish().unwrap();
+    let back = hang("echo", recv.read_to_end(1 << 16)).await.unwrap();
+    assert_eq!(back, b"still here");
+    c.close(0, b"done");
+    hang("server task", echo).await.unwrap().unwrap();
+}

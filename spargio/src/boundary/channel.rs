@@ -350,7 +350,7 @@ impl<Req, Resp> BoundaryServer<Req, Resp> {
         &self,
         timeout: Duration,
     ) -> Result<BoundaryRequest<Req, Resp>, BoundaryError> {
-        let mut timer = pin!(Deadline::new(Instant::now() + timeout));
+        let mut timer = pin!(Deadline::new(crate::time::deadline_after(timeout)));
         poll_fn(|cx| match self.poll_recv(cx) {
             Poll::Ready(r) => Poll::Ready(r),
             Poll::Pending => timer

@@ -190,8 +190,12 @@ impl UringNativeAny {
 
     /// Sleeps for `duration` with an `IORING_OP_TIMEOUT` on the selected
     /// ring. (The runtime's timer wheel, [`crate::sleep`], is cheaper for
-    /// most uses: it costs no SQE.)
+    /// most uses: it costs no SQE.) A duration past the kernel's timespec
+    /// (`Duration::MAX`) saturates: it never ends.
     pub async fn sleep(&self, duration: Duration) -> io::Result<()> {
+        // The kernel's `tv_sec` is signed: `Duration::MAX`'s seconds read
+        // as -1, refused with `EINVAL`.
+        let duration = duration.min(Duration::from_secs(i64::MAX as u64));
         self.submit(self.lane(), Timeout::new(duration)).await
     }
 

@@ -402,7 +402,9 @@ impl TcpListener {
     /// ```
     pub fn set_defer_accept(&self, wait: Duration) -> io::Result<()> {
         // Whole seconds, rounded up (the option's unit).
-        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let secs = wait
+            .as_secs()
+            .saturating_add(u64::from(wait.subsec_nanos() > 0));
         let secs = libc::c_int::try_from(secs).unwrap_or(libc::c_int::MAX);
         setsockopt_int(
             self.fd.as_raw_fd(),

@@ -237,7 +237,7 @@ impl AdaptiveSpin {
             if cur.is_zero() {
                 GROW_START.min(self.max)
             } else {
-                (cur * 2).min(self.max)
+                cur.saturating_mul(2).min(self.max)
             }
         } else if cur / 2 < SHRINK_FLOOR {
             Duration::ZERO
@@ -251,6 +251,15 @@ impl AdaptiveSpin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_base_of_duration_max_saturates() {
+        // `spin_before_park(Duration::MAX)`: the window doubles on short
+        // parks, and must not overflow doing so.
+        let s = AdaptiveSpin::new(Duration::MAX, SchedstatSlot::default());
+        s.parked(Duration::from_micros(30));
+        assert_eq!(s.current.get(), Duration::MAX);
+    }
 
     #[test]
     fn grows_on_short_parks_and_shrinks_on_long_ones() {

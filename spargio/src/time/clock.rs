@@ -106,9 +106,14 @@ fn millis(d: Duration) -> u64 {
 /// `now + d`, or a point so far ahead that it never comes, instead of
 /// overflowing.
 pub(crate) fn deadline_after(d: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(d)
-        .unwrap_or_else(|| now + Duration::from_secs(60 * 60 * 24 * 365 * 30))
+    saturating_after(Instant::now(), d)
+}
+
+/// `at + d`, or a point so far ahead of `at` (30 years) that it never
+/// comes, instead of overflowing.
+pub(crate) fn saturating_after(at: Instant, d: Duration) -> Instant {
+    at.checked_add(d)
+        .unwrap_or_else(|| at + Duration::from_secs(60 * 60 * 24 * 365 * 30))
 }
 
 /// The sooner of two optional waits (`None`: no bound).

@@ -5,6 +5,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use super::clock::saturating_after;
 use super::Sleep;
 
 /// What an [`Interval`] does after falling behind (a tick was awaited
@@ -23,7 +24,8 @@ pub enum MissedTickBehavior {
 }
 
 /// Ticks every `period`, the first tick at once. Panics if `period` is
-/// zero.
+/// zero; a period too long to add to an `Instant` (`Duration::MAX`)
+/// ticks once and never again.
 ///
 /// ```
 /// use std::time::Duration;
@@ -79,18 +81,21 @@ impl Interval {
         }
         let scheduled = self.next;
         let now = Instant::now();
-        let on_schedule = scheduled + self.period;
+        let on_schedule = saturating_after(scheduled, self.period);
         self.next = if now < on_schedule {
             on_schedule
         } else {
             match self.behavior {
                 MissedTickBehavior::Burst => on_schedule,
-                MissedTickBehavior::Delay => now + self.period,
+                MissedTickBehavior::Delay => saturating_after(now, self.period),
                 MissedTickBehavior::Skip => {
                     let behind = now.duration_since(scheduled).as_nanos();
                     let periods = behind / self.period.as_nanos() + 1;
                     let ahead = self.period.as_nanos() * periods;
-                    scheduled + Duration::from_nanos(ahead.min(u64::MAX as u128) as u64)
+                    saturating_after(
+                        scheduled,
+                        Duration::from_nanos(ahead.min(u64::MAX as u128) as u64),
+                    )
                 }
             }
         };
@@ -100,7 +105,7 @@ impl Interval {
 
     /// Restarts the schedule one period from now.
     pub fn reset(&mut self) {
-        self.next = Instant::now() + self.period;
+        self.next = saturating_after(Instant::now(), self.period);
         self.sleep.reset(self.next);
     }
 

@@ -189,7 +189,7 @@ impl ClientBuilder {
         let inner = legacy::Client::builder(Executor::new(&self.handle))
             .timer(timer.clone())
             .pool_timer(timer)
-            .pool_idle_timeout(self.pool_idle_timeout)
+            .pool_idle_timeout(self.pool_idle_timeout.map(crate::timeout::saturate))
             .pool_max_idle_per_host(self.pool_max_idle_per_host)
             .http2_only(self.http2_prior_knowledge)
             .build(connector);

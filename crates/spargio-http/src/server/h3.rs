@@ -32,7 +32,13 @@
 //!   the client has acknowledged every response (a close discards what is
 //!   unacknowledged) and closes with `H3_NO_ERROR`; the server's future
 //!   returns when all are closed and their closes sent, or after
-//!   `grace_period` (30 s), when the rest are closed at once.
+//!   `grace_period` (30 s), when the rest are closed at once. A client
+//!   that has vanished (nothing from it through three probe timeouts
+//!   while it has data to acknowledge; `h3_liveness`) would acknowledge
+//!   nothing until then: its connection is closed at once instead. The
+//!   endpoint shut down under the server (`accept` fails with
+//!   `BrokenPipe`; the shutdown closed every connection) ends it the same
+//!   way, once the handlers still running have returned.
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -309,8 +315,10 @@ where
             None => break,
             Some(Ok(conn)) => conn,
             // A handshake that failed ends that connection, not the server;
-            // the endpoint closed (no more connections) ends it.
-            Some(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            // the endpoint shut down (no more connections) ends it, once
+            // its connections have ended as in a drain: the shutdown
+            // closed them, but their handlers may still run.
+            Some(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => break,
             Some(Err(_)) => continue,
         };
         conns.active.fetch_add(1, Ordering::AcqRel);
@@ -336,7 +344,9 @@ where
     // and finishes what it accepted.
     endpoint.set_server_config(None);
     drain.cancel();
-    let deadline = std::time::Instant::now() + grace;
+    // `None`: a grace period too long to add (`Duration::MAX`) is no
+    // deadline at all.
+    let deadline = std::time::Instant::now().checked_add(grace);
     let all_closed = conns.below(1);
     if spargio::time::timeout(grace, all_closed).await.is_err() {
         abort.cancel();
@@ -345,7 +355,9 @@ where
     // The connections' CONNECTION_CLOSE packets go out from the endpoint:
     // returning (and dropping it) first could leave a client to find out
     // at its idle timeout. Within what is left of the grace period.
-    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    let left = deadline.map_or(Duration::MAX, |at| {
+        at.saturating_duration_since(std::time::Instant::now())
+    });
     let _ = spargio::time::timeout(left, endpoint.wait_idle()).await;
     Ok(())
 }
@@ -370,6 +382,37 @@ async fn serve_connection<S, B>(
     drain: CancellationToken,
     abort: CancellationToken,
     _guard: ConnGuard,
+) where
+    S: H3Service<B>,
+    B: HttpBody,
+{
+    // This connection's abort: the server's (the grace period ran out),
+    // or, once draining, its client gone (it would hold the drain until
+    // the grace period ends, acknowledging nothing).
+    let halt = CancellationToken::new();
+    let watch = async {
+        race(abort.cancelled(), async {
+            drain.cancelled().await;
+            super::h3_liveness::peer_gone(&conn).await;
+        })
+        .await;
+        halt.cancel();
+        std::future::pending::<()>().await
+    };
+    race(
+        drive_connection(conn.clone(), service, config, drain.clone(), halt.clone()),
+        watch,
+    )
+    .await;
+}
+
+/// Serves `conn` until it closes; `abort` closes it at once.
+async fn drive_connection<S, B>(
+    conn: QuicConnection,
+    service: S,
+    config: Config,
+    drain: CancellationToken,
+    abort: CancellationToken,
 ) where
     S: H3Service<B>,
     B: HttpBody,

@@ -66,6 +66,8 @@ mod conn;
 mod deadline;
 #[cfg(feature = "http3")]
 mod h3;
+#[cfg(feature = "http3")]
+mod h3_liveness;
 mod hub;
 mod idle;
 mod service;
@@ -365,7 +367,9 @@ fn builders(config: &Config, executor: &Executor, timer: &Timer) -> conn::Shared
             .max_header_list_size(config.max_header_bytes as u32)
             .enable_connect_protocol();
         if let Some((interval, timeout)) = config.h2_keep_alive {
-            h2.keep_alive_interval(interval).keep_alive_timeout(timeout);
+            // Capped: hyper adds both to an `Instant` unchecked.
+            h2.keep_alive_interval(crate::timeout::saturate(interval))
+                .keep_alive_timeout(crate::timeout::saturate(timeout));
         }
         // Not `http1_only()` / `http2_only()`: serving with upgrades
         // ignores them. The connection's `Io` refuses what is not served.

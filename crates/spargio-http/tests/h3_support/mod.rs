@@ -20,11 +20,29 @@ pub struct H3Server {
     pub state: AppState,
     pub stop: CancellationToken,
     pub done: mpsc::Receiver<std::io::Result<()>>,
+    /// `/load` handlers that had begun and not returned when `serve_h3`
+    /// returned (sent just before `done`).
+    pub running_at_return: mpsc::Receiver<usize>,
+    /// A handle to the server's endpoint, if asked for (`start_with`).
+    pub endpoint: Option<QuicEndpoint>,
     pub _rt: Runtime,
 }
 
 impl H3Server {
+    /// `start_with` a grace period of 10 s, keeping no endpoint handle.
     pub fn start(backend: BackendKind, cert: &str, key: &str) -> H3Server {
+        H3Server::start_with(backend, cert, key, Duration::from_secs(10), false)
+    }
+
+    /// The app over HTTP/3 with graceful shutdown after `grace`; with
+    /// `keep_endpoint`, `endpoint` holds a handle to the server's endpoint.
+    pub fn start_with(
+        backend: BackendKind,
+        cert: &str,
+        key: &str,
+        grace: Duration,
+        keep_endpoint: bool,
+    ) -> H3Server {
         let rt = Runtime::builder()
             .shards(2)
             .backend(backend)
@@ -39,28 +57,40 @@ impl H3Server {
         let app_state = state.clone();
         let (addr_tx, addr_rx) = mpsc::channel();
         let (done_tx, done) = mpsc::channel();
+        let (running_tx, running_at_return) = mpsc::channel();
+        let (ep_tx, ep_rx) = mpsc::channel();
         rt.handle()
             .spawn_stealable(async move {
                 let h = spargio::ShardCtx::current().unwrap().handle();
                 let ep = QuicEndpoint::server(&h, "127.0.0.1:0".parse().unwrap(), config)
                     .expect("endpoint");
                 addr_tx.send(ep.local_addr().unwrap()).unwrap();
+                if keep_endpoint {
+                    ep_tx.send(ep.clone()).unwrap();
+                }
+                let load = app_state.load.clone();
                 // 16 MiB uploads: above axum's 2 MiB default body limit.
                 let app = app(app_state).layer(axum::extract::DefaultBodyLimit::max(32 << 20));
                 let served = spargio_http::serve_h3(ep, app)
                     .with_connect_info()
                     .with_graceful_shutdown(async move { stop2.cancelled().await })
-                    .grace_period(Duration::from_secs(10))
+                    .grace_period(grace)
                     .await;
+                let running = load.began.load(std::sync::atomic::Ordering::SeqCst)
+                    - load.answered.load(std::sync::atomic::Ordering::SeqCst);
+                let _ = running_tx.send(running);
                 let _ = done_tx.send(served);
             })
             .unwrap();
         let addr = addr_rx.recv_timeout(HANG).expect("server did not start");
+        let endpoint = keep_endpoint.then(|| ep_rx.recv_timeout(HANG).expect("the endpoint"));
         H3Server {
             addr,
             state,
             stop,
             done,
+            running_at_return,
+            endpoint,
             _rt: rt,
         }
     }

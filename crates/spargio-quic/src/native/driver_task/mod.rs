@@ -378,7 +378,11 @@ fn tuned_transport(
         return None;
     }
     let mut t = quinn_proto::TransportConfig::default();
-    t.keep_alive_interval(tuning.keep_alive_interval);
+    // quinn-proto adds the interval to `Instant::now()` unchecked: capped
+    // at 30 years (never, as `spargio::time` saturates), so
+    // `Duration::MAX` cannot panic there.
+    const FOREVER: std::time::Duration = std::time::Duration::from_secs(60 * 60 * 24 * 365 * 30);
+    t.keep_alive_interval(tuning.keep_alive_interval.map(|d| d.min(FOREVER)));
     if !tuning.mtu_discovery_enabled {
         t.mtu_discovery_config(None);
     }
