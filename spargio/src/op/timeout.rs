@@ -13,9 +13,17 @@ pub(crate) struct Timeout {
 }
 
 impl Timeout {
+    /// A duration past what the kernel's signed seconds hold waits as
+    /// long as they do (`Duration::MAX` would otherwise turn negative and
+    /// be refused with `EINVAL`).
     pub(crate) fn new(duration: Duration) -> Timeout {
+        let secs = duration.as_secs().min(i64::MAX as u64);
         Timeout {
-            spec: Box::new(types::Timespec::from(duration)),
+            spec: Box::new(
+                types::Timespec::new()
+                    .sec(secs)
+                    .nsec(duration.subsec_nanos()),
+            ),
         }
     }
 }

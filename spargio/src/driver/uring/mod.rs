@@ -40,6 +40,7 @@
 //! cycles): 171–176 µs a cycle with each thread closing its own ring,
 //! 124–146 µs with the rings closed after the join.
 
+mod faults;
 #[cfg(feature = "tokio-compat")]
 mod outside;
 mod ring;

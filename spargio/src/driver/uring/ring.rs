@@ -83,6 +83,8 @@ pub(crate) struct Ring {
     features: RingFeatures,
     /// Pushes that found the submission queue full (taken by the driver).
     sq_full: u64,
+    /// `SPARGIO_URING_FAULTS` (`faults.rs`); off otherwise.
+    faults: super::faults::Faults,
 }
 
 impl Ring {
@@ -141,6 +143,7 @@ impl Ring {
             uring,
             features,
             sq_full: 0,
+            faults: super::faults::Faults::new(),
         })
     }
 
@@ -183,6 +186,9 @@ impl Ring {
     /// sockaddrs) must stay valid, and must not be accessed in a way that
     /// conflicts with the kernel's use, until the entry's final CQE is reaped.
     pub(crate) unsafe fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
+        // A patched entry points where `entry` does, or nowhere (a NOP).
+        let faulty = self.faults.apply(entry);
+        let entry = faulty.as_ref().unwrap_or(entry);
         for _ in 0..2 {
             let refused = crate::driver::faults::push_refused();
             // SAFETY: the caller upholds the lifetime contract of every address
