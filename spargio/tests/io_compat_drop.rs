@@ -126,3 +126,39 @@ fn bytes_received_into_a_compat_go_to_the_stream_after_it() {
         }
     });
 }
+
+#[test]
+fn a_write_through_the_stream_after_into_inner_waits_for_the_adaptors_send() {
+    common::on_each_backend(2, |h| async move {
+        for round in 0..3 {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (go, wait) = mpsc::channel::<()>();
+            let peer = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                wait.recv().unwrap();
+                let mut got = Vec::new();
+                s.read_to_end(&mut got).map(|_| got)
+            });
+            let mut c = Compat::new(TcpStream::connect_socket_addr(&h, addr).await.unwrap());
+            let accepted = write_until_full(&mut c).await;
+            // Unwrapped with the write-behind send in flight, not flushed.
+            let stream = c.into_inner();
+            let tail: Vec<u8> = (accepted..accepted + 10_000).map(at).collect();
+            let write = async {
+                stream.write_all(&tail).await.unwrap();
+                drop(stream);
+            };
+            let release = async {
+                spargio::time::sleep(Duration::from_millis(20)).await;
+                go.send(()).unwrap();
+            };
+            futures_util::future::join(write, release).await;
+            let peer = h.spawn_blocking(move || peer.join().unwrap()).unwrap();
+            let got = peer.await.unwrap().unwrap();
+            assert_eq!(got.len(), accepted + tail.len(), "round {round}");
+            let first_bad = got.iter().enumerate().position(|(i, &b)| b != at(i));
+            assert_eq!(first_bad, None, "round {round}: out of order");
+        }
+    });
+}

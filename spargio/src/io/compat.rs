@@ -172,8 +172,9 @@ enum WriteState {
 /// # })).unwrap();
 /// ```
 pub struct Compat<T: CompatStream> {
-    /// `None` only once `into_inner` took it.
-    inner: Option<T>,
+    /// Dropped by `Drop` unless `into_inner` took it (`taken`).
+    inner: std::mem::ManuallyDrop<T>,
+    taken: bool,
     read: ReadState,
     /// The receive kept armed between reads (`armed_recv.rs`); boxed,
     /// as it is armed once per connection and would double the adaptor.
@@ -215,7 +216,8 @@ impl<T: CompatStream> Compat<T> {
     /// Wraps `inner`.
     pub fn new(inner: T) -> Compat<T> {
         Compat {
-            inner: Some(inner),
+            inner: std::mem::ManuallyDrop::new(inner),
+            taken: false,
             armed: None,
             watch: None,
             drained: false,
@@ -233,15 +235,14 @@ impl<T: CompatStream> Compat<T> {
 
     /// The wrapped stream.
     pub fn get_ref(&self) -> &T {
-        self.inner.as_ref().expect("taken only by into_inner")
+        &self.inner
     }
 
     /// The wrapped stream. Nothing the adaptor holds is lost: bytes it
     /// received and did not hand out go to the stream's next receive, and
     /// a send of accepted bytes still in flight goes on in the background
-    /// (as when the adaptor is dropped, below). Flush first if you write
-    /// through the stream next: a write through it may otherwise overtake
-    /// that send.
+    /// (as when the adaptor is dropped, below); a write through the stream
+    /// waits for it, so bytes stay in order.
     ///
     /// Dropping the adaptor loses nothing either: its send in flight is
     /// let finish (bounded: `io/linger.rs` in the source; a send that
@@ -250,21 +251,21 @@ impl<T: CompatStream> Compat<T> {
     /// next receive of any clone of the stream.
     pub fn into_inner(mut self) -> T {
         self.release(true);
-        self.inner.take().expect("taken only here")
+        self.taken = true;
+        // SAFETY: `taken` is set, so `Drop` neither releases nor drops
+        // `inner` again, and nothing else reads it after this.
+        unsafe { std::mem::ManuallyDrop::take(&mut self.inner) }
     }
 
     fn core(&self) -> &StreamCore {
-        core_of(&self.inner)
+        core_of(&*self.inner)
     }
 
     /// Hands what the adaptor holds on (see `into_inner`): the send in
     /// flight lingers; received bytes go to the stream's carry when
     /// anyone may still read the stream (`keep`, or a clone holds it).
     fn release(&mut self, keep: bool) {
-        if self.inner.is_none() {
-            return;
-        }
-        let fd = core_of(&self.inner).fd.clone();
+        let fd = core_of(&*self.inner).fd.clone();
         // Our own holders of the fd: the stream, the clone above, and each
         // operation in flight.
         let ours = 2
@@ -274,7 +275,7 @@ impl<T: CompatStream> Compat<T> {
             + usize::from(matches!(self.write, WriteState::InFlight { .. }));
         if let WriteState::InFlight { op } = std::mem::replace(&mut self.write, WriteState::Closed)
         {
-            super::linger::linger(core_of(&self.inner), op);
+            super::linger::linger(core_of(&*self.inner), op);
         }
         if !keep && fd.holders() <= ours {
             // Nobody can read the stream after us: nothing to hand on.
@@ -382,7 +383,7 @@ impl<T: CompatStream> Compat<T> {
                     // inline attempt would be a wasted syscall.
                     // Bytes an abandoned receive took come first
                     // (`op/carry.rs`).
-                    let fd = &core_of(&self.inner).fd;
+                    let fd = &core_of(&*self.inner).fd;
                     if let Some(res) = ready!(fd.poll_carried(cx, out)) {
                         return Poll::Ready(res);
                     }
@@ -398,7 +399,7 @@ impl<T: CompatStream> Compat<T> {
                     // where it cannot be had, a receive of our own.
                     let arm = !std::mem::take(&mut self.skip_arm);
                     if let Some(armed) = arm
-                        .then(|| ArmedRecv::arm(core_of(&self.inner), &mut self.watch))
+                        .then(|| ArmedRecv::arm(core_of(&*self.inner), &mut self.watch))
                         .flatten()
                     {
                         self.armed = Some(Box::new(armed));
@@ -420,7 +421,7 @@ impl<T: CompatStream> Compat<T> {
                     }
                     buf.clear();
                     buf.reserve(want);
-                    let core = core_of(&self.inner);
+                    let core = core_of(&*self.inner);
                     let op = Recv {
                         fd: core.fd.clone(),
                         buf,
@@ -502,6 +503,9 @@ impl<T: CompatStream> Compat<T> {
             crate::scheduler::submit_and_reap(&core.handle.shared, core.session);
         }
         ready!(self.poll_flush_inner(cx))?;
+        // A send another adaptor on the stream left to finish goes first
+        // (`linger.rs`).
+        ready!(self.core().fd.poll_sends_behind(cx));
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
@@ -550,14 +554,19 @@ impl<T: CompatStream> Compat<T> {
 
 impl<T: CompatStream> Drop for Compat<T> {
     fn drop(&mut self) {
+        if self.taken {
+            return;
+        }
         self.release(false);
+        // SAFETY: not taken (checked above), and never used after this.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.inner) };
     }
 }
 
 /// The stream under an adaptor (a free function: callers hold other
 /// fields of the adaptor borrowed).
-fn core_of<T: CompatStream>(inner: &Option<T>) -> &StreamCore {
-    sealed::Sealed::core(inner.as_ref().expect("taken only by into_inner"))
+fn core_of<T: CompatStream>(inner: &T) -> &StreamCore {
+    sealed::Sealed::core(inner)
 }
 
 impl<T: CompatStream> futures_io::AsyncRead for Compat<T> {

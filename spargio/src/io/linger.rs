@@ -19,6 +19,10 @@
 //!    reset (`SO_LINGER` 0 for the close), so the peer sees an error, never
 //!    a clean end of stream with bytes missing.
 //!
+//! 4. While it runs, every other send on the stream waits for it (the
+//!    fd's send gate, `op/shared_fd.rs`): a write through the stream
+//!    after `into_inner`, or through a new adaptor, never overtakes it.
+//!
 //! A runtime that shuts down cancels a lingering send like any other
 //! operation in flight, with the same reset.
 
@@ -79,8 +83,13 @@ impl Drop for Lingering {
 pub(super) fn linger(core: &StreamCore, op: Op<SendAll<Slice<Vec<u8>>>>) {
     let lingering = Lingering::new();
     let counted = lingering.counted;
+    // Later sends on the stream wait for this one (step 4), until the
+    // closure below is called or dropped unused (a send refused at
+    // submission completes without it).
+    let gate = GateHeld::new(&core.fd);
     let finish = move |fd: &SharedFd, sent: &io::Result<usize>, total: usize| {
-        lingering.finish(fd, sent, total)
+        lingering.finish(fd, sent, total);
+        drop(gate);
     };
     let Some((shard, key)) = op.detach(|send| send.on_abandoned_end = Some(Box::new(finish)))
     else {
@@ -99,6 +108,22 @@ pub(super) fn linger(core: &StreamCore, op: Op<SendAll<Slice<Vec<u8>>>>) {
     };
     // Refused only while the runtime shuts down, which cancels the send.
     let _ = core.handle.spawn_pinned(shard, timer);
+}
+
+/// A place in the fd's send gate, given back when dropped.
+struct GateHeld(SharedFd);
+
+impl GateHeld {
+    fn new(fd: &SharedFd) -> GateHeld {
+        fd.send_gate().hold();
+        GateHeld(fd.clone())
+    }
+}
+
+impl Drop for GateHeld {
+    fn drop(&mut self) {
+        self.0.send_gate().release();
+    }
 }
 
 /// Makes the socket's close reset the connection.

@@ -34,6 +34,8 @@ impl StreamCore {
     }
 
     pub(crate) async fn send_owned<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+        // A send an adaptor left to finish goes first (`io/linger.rs`).
+        std::future::poll_fn(|cx| self.fd.poll_sends_behind(cx)).await;
         // Room in the socket buffer: send now (what io_uring would attempt
         // first anyway, minus the ring round trip).
         if !self.handle.shared.is_closing() && buf.bytes_init() > 0 {
@@ -105,6 +107,7 @@ impl StreamCore {
         window: usize,
     ) -> BufResult<usize, Vec<B>> {
         let window = window.clamp(1, MAX_IOVECS);
+        std::future::poll_fn(|cx| self.fd.poll_sends_behind(cx)).await;
         let total: usize = bufs.iter().map(IoBuf::bytes_init).sum();
         // The first buffer not fully sent, and how much of it was.
         let (mut first, mut offset) = (0, 0);

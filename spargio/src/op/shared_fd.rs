@@ -33,6 +33,52 @@ struct Inner {
     lease: AtomicU64,
     /// Made when a receive on the fd is first abandoned (`op/carry.rs`).
     carry: OnceLock<Box<Carry>>,
+    /// Made when a send on the fd is first left to linger
+    /// (`io/linger.rs`): later sends wait for it, so none overtakes it.
+    behind: OnceLock<Box<SendGate>>,
+}
+
+/// Sends left running after their writer went (`io/linger.rs`), and the
+/// sends waiting for them.
+#[derive(Debug, Default)]
+pub(crate) struct SendGate {
+    state: std::sync::Mutex<(usize, Vec<std::task::Waker>)>,
+}
+
+impl SendGate {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, Vec<std::task::Waker>)> {
+        // Nothing foreign runs under the lock: a poisoned one is whole.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One more send to wait for.
+    pub(crate) fn hold(&self) {
+        self.lock().0 += 1;
+    }
+
+    /// A held send ended; the last one lets the waiting sends go.
+    pub(crate) fn release(&self) {
+        let waiters = {
+            let mut s = self.lock();
+            s.0 -= 1;
+            if s.0 > 0 {
+                return;
+            }
+            std::mem::take(&mut s.1)
+        };
+        super::carry::wake_all(waiters);
+    }
+
+    fn poll_clear(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let mut s = self.lock();
+        if s.0 == 0 {
+            return std::task::Poll::Ready(());
+        }
+        if !s.1.iter().any(|w| w.will_wake(cx.waker())) {
+            s.1.push(cx.waker().clone());
+        }
+        std::task::Poll::Pending
+    }
 }
 
 impl SharedFd {
@@ -43,6 +89,7 @@ impl SharedFd {
                 fd: fd.into_raw_fd(),
                 lease: AtomicU64::new(0),
                 carry: OnceLock::new(),
+                behind: OnceLock::new(),
             }),
         }
     }
@@ -77,6 +124,21 @@ impl SharedFd {
             Some(carry) => carry.poll_take(cx, out),
             None => std::task::Poll::Ready(None),
         }
+    }
+
+    /// What every stream send asks first: whether a send left to linger
+    /// (`io/linger.rs`) is still going; `Pending` until it ends. One
+    /// atomic load when none ever was.
+    pub(crate) fn poll_sends_behind(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match self.inner.behind.get() {
+            Some(gate) => gate.poll_clear(cx),
+            None => std::task::Poll::Ready(()),
+        }
+    }
+
+    /// The send gate, made on first use.
+    pub(crate) fn send_gate(&self) -> &SendGate {
+        self.inner.behind.get_or_init(Box::default)
     }
 
     /// The carry, made on first use.
