@@ -53,6 +53,8 @@
 //!   from a base that varies per run and is printed.
 //! * `TORTURE_SEED=n`: exactly that seed. `TORTURE_BASE=n`: that base.
 //! * `TORTURE_SECONDS=n`: random seeds until n seconds pass.
+//! * `TORTURE_SKIP=segments,compat-unflushed`: leave those parts out of
+//!   the generator (to look past a known failure; `torture/script.rs`).
 //! * `scripts/torture.sh SECONDS`: io_uring, then epoll, then epoll with
 //!   `SPARGIO_EPOLL_FAULTS`.
 //!
@@ -78,7 +80,7 @@ use model::{Inbound, Outbound, Trace};
 use ops::Sock;
 use peer::{Peer, PeerSock};
 use rng::Rng;
-use script::{Ctx, End, HANG};
+use script::{Ctx, End, Skip, HANG};
 
 /// Runs count `/proc/self/fd`: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -101,7 +103,7 @@ fn seed_of(base: u64, i: u64) -> u64 {
 
 fn replay(seed: u64) -> String {
     let mut env = String::new();
-    for var in ["SPARGIO_BACKEND", "SPARGIO_EPOLL_FAULTS"] {
+    for var in ["SPARGIO_BACKEND", "SPARGIO_EPOLL_FAULTS", "TORTURE_SKIP"] {
         if let Ok(v) = std::env::var(var) {
             env += &format!("{var}={v} ");
         }
@@ -124,7 +126,9 @@ fn torture() {
     });
     let seconds = env_u64("TORTURE_SECONDS");
     let backend = std::env::var("SPARGIO_BACKEND").unwrap_or_else(|_| "default".into());
-    eprintln!("torture: backend {backend}, base seed {base} (TORTURE_BASE={base} replays the sequence)");
+    eprintln!(
+        "torture: backend {backend}, base seed {base} (TORTURE_BASE={base} replays the sequence)"
+    );
     let start = Instant::now();
     let (mut runs, mut ops) = (0u64, 0u64);
     loop {
@@ -185,7 +189,11 @@ fn run(seed: u64, trace: Trace) -> Result<u64, String> {
     let key = rng::peer_key(seed);
     trace.push(format!(
         "run seed {seed}: {}, {} socket buffers",
-        if tcp { "TCP loopback" } else { "Unix stream pair" },
+        if tcp {
+            "TCP loopback"
+        } else {
+            "Unix stream pair"
+        },
         if small { "small" } else { "default" }
     ));
     let (res, peer, out, ops) = if tcp {
@@ -194,17 +202,41 @@ fn run(seed: u64, trace: Trace) -> Result<u64, String> {
         let (b, _) = l.accept().map_err(|e| e.to_string())?;
         let _ = a.set_nodelay(true);
         if small {
-            shrink(socket2::SockRef::from(&a), socket2::SockRef::from(&b), &mut rng);
+            shrink(
+                socket2::SockRef::from(&a),
+                socket2::SockRef::from(&b),
+                &mut rng,
+            );
         }
         let s = spargio::net::TcpStream::from_std(&h, a).map_err(|e| e.to_string())?;
-        drive(&h, s, Peer::start(PeerSock::Tcp(b), key), rng, trace.clone(), true, seed)
+        drive(
+            &h,
+            s,
+            Peer::start(PeerSock::Tcp(b), key),
+            rng,
+            trace.clone(),
+            true,
+            seed,
+        )
     } else {
         let (a, b) = std::os::unix::net::UnixStream::pair().map_err(|e| e.to_string())?;
         if small {
-            shrink(socket2::SockRef::from(&a), socket2::SockRef::from(&b), &mut rng);
+            shrink(
+                socket2::SockRef::from(&a),
+                socket2::SockRef::from(&b),
+                &mut rng,
+            );
         }
         let s = spargio::net::UnixStream::from_std(&h, a).map_err(|e| e.to_string())?;
-        drive(&h, s, Peer::start(PeerSock::Unix(b), key), rng, trace.clone(), false, seed)
+        drive(
+            &h,
+            s,
+            Peer::start(PeerSock::Unix(b), key),
+            rng,
+            trace.clone(),
+            false,
+            seed,
+        )
     };
     let end = match res {
         Ok(end) => end,
@@ -222,7 +254,10 @@ fn run(seed: u64, trace: Trace) -> Result<u64, String> {
     ));
     if end == End::Graceful {
         if report.end != "eof" {
-            return Err(format!("peer: expected end of stream, reader ended with {}", report.end));
+            return Err(format!(
+                "peer: expected end of stream, reader ended with {}",
+                report.end
+            ));
         }
         if let Some(e) = report.write_error {
             return Err(format!("peer: a send failed: {e}"));
@@ -270,6 +305,7 @@ fn drive<S: Sock>(
         trace,
         ops: 0,
         tcp,
+        skip: Skip::from_env(),
     };
     let join = h
         .spawn_stealable(async move {

@@ -24,8 +24,9 @@ const SHOW: usize = 12;
 #[derive(Debug)]
 pub struct Inbound {
     key: u64,
-    /// The next byte spargio must read.
-    pub r: u64,
+    /// The positions the next read may start at: one, unless a read after
+    /// a documented loss was too short to tell where it came from.
+    cands: Vec<u64>,
     /// Bytes the peer has been told to send.
     pub committed: u64,
     /// Bytes a documented loss may have skipped since the last check.
@@ -36,15 +37,21 @@ impl Inbound {
     pub fn new(key: u64) -> Inbound {
         Inbound {
             key,
-            r: 0,
+            cands: vec![0],
             committed: 0,
             loss: 0,
         }
     }
 
+    /// The next byte spargio must read (the earliest candidate).
+    pub fn r(&self) -> u64 {
+        self.cands[0]
+    }
+
     /// Bytes certainly still to come.
     pub fn available(&self) -> u64 {
-        self.committed.saturating_sub(self.r + self.loss)
+        let last = *self.cands.last().expect("a candidate");
+        self.committed.saturating_sub(last + self.loss)
     }
 
     /// An operation whose rustdoc allows losing up to `bound` bytes was
@@ -53,43 +60,55 @@ impl Inbound {
         self.loss += bound;
     }
 
+    /// True when end of stream here is right: nothing certain is missing.
+    pub fn at_end(&self) -> bool {
+        self.loss > 0 || self.cands.contains(&self.committed)
+    }
+
     /// Checks one read's bytes and advances.
     pub fn check(&mut self, got: &[u8]) -> Result<(), String> {
         if got.is_empty() {
             return Ok(());
         }
         let len = got.len() as u64;
-        if self.loss > 0 {
-            let last = (self.r + self.loss).min(self.committed.saturating_sub(len));
-            let found = (self.r..=last).find(|&j| self.matches_at(j, got));
-            return match found {
-                Some(j) => {
-                    self.r = j + len;
-                    self.loss = 0;
-                    Ok(())
-                }
-                None => Err(format!(
-                    "inbound: after a documented loss of at most {} bytes at position {}, a read of \
-                     {len} bytes matches no position in {}..={last}{}",
-                    self.loss,
-                    self.r,
-                    self.r,
-                    self.locate(got)
-                )),
-            };
+        if self.loss == 0 && self.cands.len() == 1 {
+            let r = self.cands[0];
+            if let Some(k) = (0..got.len()).find(|&k| got[k] != stream_byte(self.key, r + k as u64))
+            {
+                let at = r + k as u64;
+                return Err(format!(
+                    "inbound: first mismatching byte at peer-stream position {at} (a read of {len} \
+                     bytes at {r}): expected {:02x?}, got {:02x?}{}",
+                    stream_bytes(self.key, at, SHOW.min(got.len() - k)),
+                    &got[k..(k + SHOW).min(got.len())],
+                    self.locate(&got[k..], at)
+                ));
+            }
+            self.cands[0] += len;
+            return Ok(());
         }
-        if let Some(k) = (0..got.len()).find(|&k| got[k] != stream_byte(self.key, self.r + k as u64)) {
-            let at = self.r + k as u64;
+        let mut next = Vec::new();
+        for &c in &self.cands {
+            let last = (c + self.loss).min(self.committed.saturating_sub(len));
+            next.extend(
+                (c..=last)
+                    .filter(|&j| self.matches_at(j, got))
+                    .map(|j| j + len),
+            );
+        }
+        next.sort_unstable();
+        next.dedup();
+        if next.is_empty() {
             return Err(format!(
-                "inbound: first mismatching byte at peer-stream position {at} (a read of {len} bytes \
-                 at {}): expected {:02x?}, got {:02x?}{}",
-                self.r,
-                stream_bytes(self.key, at, SHOW.min(got.len() - k)),
-                &got[k..(k + SHOW).min(got.len())],
-                self.locate(&got[k..])
+                "inbound: after a documented loss of at most {} bytes at position {}, a read of \
+                 {len} bytes matches no position it may start at{}",
+                self.loss,
+                self.r(),
+                self.locate(got, self.r())
             ));
         }
-        self.r += len;
+        self.cands = next;
+        self.loss = 0;
         Ok(())
     }
 
@@ -100,18 +119,22 @@ impl Inbound {
     }
 
     /// Where in the peer's stream `got` does come from, if anywhere near.
-    fn locate(&self, got: &[u8]) -> String {
+    fn locate(&self, got: &[u8], r: u64) -> String {
+        if got.len() < 4 {
+            return "; too few bytes to tell where they come from".to_string();
+        }
         let probe = &got[..got.len().min(16)];
-        let lo = self.r.saturating_sub(4 << 20);
+        let lo = r.saturating_sub(4 << 20);
         let hi = self.committed.saturating_sub(probe.len() as u64);
         match (lo..=hi).find(|&j| self.matches_at(j, probe)) {
-            Some(j) if j > self.r => format!(
+            Some(j) if j > r => format!(
                 "; those bytes are the peer's from position {j}: {} bytes skipped",
-                j - self.r
+                j - r
             ),
             Some(j) => format!(
-                "; those bytes are the peer's from position {j}: {} bytes read twice (or reordered)",
-                self.r - j
+                "; those bytes are the peer's from position {j}: {} bytes read twice, or \
+                 delivered after later ones",
+                r - j
             ),
             None => "; they match nowhere near in the peer's stream".to_string(),
         }
@@ -232,7 +255,10 @@ impl Outbound {
         }
         let probe = &got[..got.len().min(16)];
         match self.expected.windows(probe.len()).position(|w| w == probe) {
-            Some(j) if j > q => format!("; those are the written bytes from {j}: {} bytes skipped", j - q),
+            Some(j) if j > q => format!(
+                "; those are the written bytes from {j}: {} bytes skipped",
+                j - q
+            ),
             Some(j) => format!("; those are the written bytes from {j}: repeated or reordered"),
             None => "; they match nowhere in the written stream".to_string(),
         }

@@ -31,10 +31,16 @@ pub trait Sock: Clone + Send + Sync + fmt::Debug + 'static + CompatStream + Shar
 macro_rules! sock_impl {
     ($t:ty) => {
         impl Sock for $t {
-            fn send_o(&self, b: Vec<u8>) -> impl Future<Output = io::Result<(usize, Vec<u8>)>> + Send {
+            fn send_o(
+                &self,
+                b: Vec<u8>,
+            ) -> impl Future<Output = io::Result<(usize, Vec<u8>)>> + Send {
                 <$t>::send_owned(self, b)
             }
-            fn recv_o(&self, b: Vec<u8>) -> impl Future<Output = io::Result<(usize, Vec<u8>)>> + Send {
+            fn recv_o(
+                &self,
+                b: Vec<u8>,
+            ) -> impl Future<Output = io::Result<(usize, Vec<u8>)>> + Send {
                 <$t>::recv_owned(self, b)
             }
             fn write_all_o(&self, b: Vec<u8>) -> impl Future<Output = io::Result<Vec<u8>>> + Send {

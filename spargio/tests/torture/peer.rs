@@ -130,9 +130,7 @@ impl Peer {
                             let out = r.map(|r| r.join().expect("peer reader"));
                             let _ = sock.sock_ref().set_linger(Some(Duration::ZERO));
                             drop(sock);
-                            *wreader.lock().unwrap() = out.map(|o| {
-                                std::thread::spawn(move || o)
-                            });
+                            *wreader.lock().unwrap() = out.map(|o| std::thread::spawn(move || o));
                             return error;
                         }
                     }
@@ -180,7 +178,10 @@ impl Peer {
         *self.shared.paused_until.lock().unwrap() = None;
         *self.shared.give_up.lock().unwrap() = Some(Instant::now() + bound);
         self.cmds = None;
-        let write_error = self.writer.take().and_then(|w| w.join().expect("peer writer"));
+        let write_error = self
+            .writer
+            .take()
+            .and_then(|w| w.join().expect("peer writer"));
         let reader = self.reader.lock().unwrap().take();
         let (received, end) = reader.map_or((Vec::new(), "no reader".into()), |r| {
             r.join().expect("peer reader")
@@ -232,7 +233,12 @@ fn read_loop(sock: &mut PeerSock, sh: &Shared) -> (Vec<u8>, String) {
         if sh.abort.load(Ordering::SeqCst) {
             return (got, "aborted".into());
         }
-        if sh.give_up.lock().unwrap().is_some_and(|t| Instant::now() > t) {
+        if sh
+            .give_up
+            .lock()
+            .unwrap()
+            .is_some_and(|t| Instant::now() > t)
+        {
             return (got, "gave up waiting for end of stream".into());
         }
         let paused = *sh.paused_until.lock().unwrap();
