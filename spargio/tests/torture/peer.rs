@@ -85,10 +85,13 @@ pub struct PeerReport {
     pub write_error: Option<String>,
 }
 
+/// The reader thread: what it received, and how it ended.
+type Reader = Arc<Mutex<Option<JoinHandle<(Vec<u8>, String)>>>>;
+
 pub struct Peer {
     shared: Arc<Shared>,
     cmds: Option<Sender<Cmd>>,
-    reader: Arc<Mutex<Option<JoinHandle<(Vec<u8>, String)>>>>,
+    reader: Reader,
     writer: Option<JoinHandle<Option<String>>>,
 }
 
