@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The byte-stream torture (spargio/tests/torture.rs) for SECONDS on each
-# backend: io_uring, then epoll, then epoll with injected faults
-# (SPARGIO_EPOLL_FAULTS, spargio/src/driver/epoll/faults.rs). Random seeds
+# backend: io_uring, io_uring with injected faults (SPARGIO_URING_FAULTS,
+# spargio/src/driver/uring/faults.rs), epoll, then epoll with injected
+# faults (SPARGIO_EPOLL_FAULTS, spargio/src/driver/epoll/faults.rs). Random seeds
 # from a base printed per leg; a failure prints its seed, op trace and the
 # exact replay command, and this script exits 1.
 #
@@ -27,6 +28,7 @@ run_leg() {
 }
 if [ "$(uname -s)" = Linux ]; then
     run_leg io_uring SPARGIO_BACKEND=io_uring
+    run_leg "io_uring with faults (SPARGIO_URING_FAULTS=$fault_seed)" SPARGIO_BACKEND=io_uring SPARGIO_URING_FAULTS="$fault_seed"
 fi
 run_leg epoll SPARGIO_BACKEND=epoll
 run_leg "epoll with faults (SPARGIO_EPOLL_FAULTS=$fault_seed)" SPARGIO_BACKEND=epoll SPARGIO_EPOLL_FAULTS="$fault_seed"

@@ -30,16 +30,16 @@
 //!
 //! * Every byte a write reported accepted arrives at the peer exactly
 //!   once, in order. A write dropped before it reported may deliver a
-//!   prefix of its bytes; `Compat::into_inner` before a flush may drop
-//!   what was accepted since the last flush (its rustdoc says so).
-//!   Dropping a `Compat` drops nothing written: the module docs promise
-//!   that accepted bytes leave without any later poll.
+//!   prefix of its bytes. Dropping or unwrapping a `Compat` drops nothing
+//!   written: its send in flight finishes, and later writes wait for it
+//!   (`Compat::into_inner`'s rustdoc).
 //! * Every byte the peer sent is read exactly once, in order. The
-//!   exceptions are the documented ones: a dropped `read_exact` (net/mod.rs),
-//!   a dropped `RecvSegments`, a dropped `BufReader` refill, a `Compat`
-//!   that had read (its held bytes go with it). After one of those the
+//!   exceptions are the documented ones: a dropped `read_exact`
+//!   (net/mod.rs) and a dropped `BufReader` refill. After one of those the
 //!   next read may start up to that many bytes later, never earlier.
-//!   Every other receive is cancel safe (net/mod.rs).
+//!   Every other receive is cancel safe (net/mod.rs): a dropped
+//!   `RecvSegments`, and a `Compat` dropped or unwrapped with bytes it
+//!   received, hand them to the next receive.
 //! * Every operation ends within 10 s; a graceful end reads every byte to
 //!   end of stream on both sides; the runtime drops, and the process's
 //!   fds come back to their count before the run.

@@ -547,6 +547,8 @@ impl<T: CompatStream> Compat<T> {
             return Poll::Ready(Ok(()));
         }
         ready!(self.poll_flush_inner(cx))?;
+        // After a send another adaptor left to finish (`linger.rs`).
+        ready!(self.core().fd.poll_sends_behind(cx));
         self.write = WriteState::Closed;
         Poll::Ready(self.core().shutdown_now(std::net::Shutdown::Write))
     }

@@ -164,6 +164,11 @@ impl StreamCore {
     }
 
     pub(crate) async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        if how != std::net::Shutdown::Read {
+            // The end of the stream comes after a send an adaptor left to
+            // finish (`io/linger.rs`), not in the middle of it.
+            std::future::poll_fn(|cx| self.fd.poll_sends_behind(cx)).await;
+        }
         self.shutdown_now(how)
     }
 

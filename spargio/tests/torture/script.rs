@@ -20,11 +20,6 @@ use super::rng::Rng;
 /// Every operation must end within this (a hang is a failure).
 pub const HANG: Duration = Duration::from_secs(10);
 
-/// What a `Compat` may hold of the read side when it is dropped or
-/// unwrapped (its own buffer, the armed receive's pool buffers): the
-/// rustdoc says those bytes go with it.
-const COMPAT_HELD: u64 = 1 << 20;
-
 /// Writes go up to this.
 const MAX_WRITE: usize = 300 << 10;
 
@@ -280,11 +275,9 @@ impl<S: Sock> Ctx<S> {
             }
         } else {
             drop(segs);
-            // RecvSegments: "bytes the kernel puts in the pool before the
-            // cancel takes effect are discarded".
-            let lose = 2 * cfg.memory() as u64 + (64 << 10);
-            self.inb.may_lose(lose);
-            self.log(format!("  dropped (may lose {lose})"));
+            // RecvSegments: dropping "loses nothing": what it received and
+            // did not yield goes to the socket's next receive.
+            self.log("  dropped");
         }
         Ok(())
     }
@@ -293,7 +286,6 @@ impl<S: Sock> Ctx<S> {
         let mut c = Compat::new(self.s.clone());
         // Accepted since the last completed flush, from this position.
         let mut unflushed: Option<usize> = None;
-        let mut read_any = false;
         self.log("Compat::new");
         if self.rng.pct(40) {
             self.pause();
@@ -344,7 +336,6 @@ impl<S: Sock> Ctx<S> {
                     }
                 }
                 k @ 3..=4 => {
-                    read_any = true;
                     let exact = k == 4;
                     let n = self.rng.size(64 << 10);
                     self.ensure(if exact { n as u64 } else { 1 });
@@ -383,19 +374,15 @@ impl<S: Sock> Ctx<S> {
             self.log(format!("  Compat dropped (unflushed from {unflushed:?})"));
         } else {
             drop(c.into_inner());
-            // `into_inner`: "accepted but not yet flushed, are dropped".
-            if let Some(at) = unflushed {
-                self.out.window(at, self.out.len());
-            }
+            // `into_inner`: nothing the adaptor holds is lost; its send in
+            // flight goes on and later writes wait for it.
             self.log(format!(
                 "  Compat::into_inner (unflushed from {unflushed:?})"
             ));
         }
-        if read_any {
-            // Bytes received into the adaptor go with it (`into_inner`,
-            // and the module docs on dropping it).
-            self.inb.may_lose(COMPAT_HELD);
-        }
+        // Bytes received into the adaptor and not handed out go to the
+        // stream's next receive (`into_inner`; the module docs on Drop:
+        // this script holds a clone of the stream).
         Ok(())
     }
 
