@@ -477,7 +477,7 @@ impl<T: CompatStream> Compat<T> {
         Op::submit(
             &core.handle.shared,
             Lane::Shard(core.session),
-            SendAll::new(SendOp {
+            SendAll(SendOp {
                 fd: core.fd.clone(),
                 buf: slice,
             }),

@@ -6,7 +6,7 @@
 //! socket whose kernel buffer still holds its last bytes: the kernel sends
 //! those after the close. So do we:
 //!
-//! 1. The send is detached ([`Op::detach`]): not cancelled, nobody waits
+//! 1. The send is detached (`Op::detach`): not cancelled, nobody waits
 //!    for it. It holds its buffer and the fd, so the socket is closed only
 //!    after its final completion, and the peer sees the end of stream
 //!    after the last byte.
@@ -30,7 +30,7 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::buf::Slice;
+use crate::buf::{IoBuf, Slice};
 use crate::net::stream::StreamCore;
 use crate::op::send::SendAll;
 use crate::op::{Op, SharedFd};
@@ -87,12 +87,11 @@ pub(super) fn linger(core: &StreamCore, op: Op<SendAll<Slice<Vec<u8>>>>) {
     // closure below is called or dropped unused (a send refused at
     // submission completes without it).
     let gate = GateHeld::new(&core.fd);
-    let finish = move |fd: &SharedFd, sent: &io::Result<usize>, total: usize| {
-        lingering.finish(fd, sent, total);
+    let finish = move |(sent, buf): (io::Result<usize>, Slice<Vec<u8>>)| {
+        lingering.finish(&gate.0, &sent, buf.bytes_init());
         drop(gate);
     };
-    let Some((shard, key)) = op.detach(|send| send.on_abandoned_end = Some(Box::new(finish)))
-    else {
+    let Some((shard, key)) = op.detach(finish) else {
         return;
     };
     let shared = core.handle.shared.clone();

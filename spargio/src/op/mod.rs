@@ -284,14 +284,32 @@ impl<K: OpKind> Future for Op<K> {
 
 impl<K: OpKind> Op<K> {
     /// Lets the operation run to its end with nobody waiting for it: it
-    /// is not cancelled, and its [`OpKind::reclaim`] runs on its final
-    /// completion (`finish` first prepares it for that). Where it is,
+    /// is not cancelled, and `finish` gets its output when it ends (on the
+    /// reaping shard; a panic in it costs only that output). Where it is,
     /// returned for a later [`Shared::cancel_op`] (a stale key cancels
     /// nothing); `None` when it has ended already.
-    pub(crate) fn detach(mut self, finish: impl FnOnce(&mut K)) -> Option<(ShardId, OpKey)> {
-        let kind = self.kind.as_mut()?;
-        finish(kind);
-        self.orphan(false)
+    pub(crate) fn detach<F>(mut self, finish: F) -> Option<(ShardId, OpKey)>
+    where
+        F: FnOnce(K::Output) + std::marker::Send + 'static,
+    {
+        let kind = self.kind.take()?;
+        let (shard, key) = match std::mem::replace(&mut self.state, State::Done) {
+            State::InFlight { shard, key } => (shard, key),
+            State::Refused(err) => {
+                finish(kind.complete(Completion::failed(err)));
+                return None;
+            }
+            State::Done => return None,
+        };
+        match self.shared.shards[shard]
+            .ops
+            .orphan(key, Detached(kind, finish))
+        {
+            Orphaned::Kept => return Some((shard, key)),
+            Orphaned::Completed(detached, outcome) => reclaim(Box::new(detached), outcome),
+            Orphaned::Gone(detached) => reclaim(Box::new(detached), Outcome::Shutdown),
+        }
+        None
     }
 
     /// Hands the resources to the op table (module docs, step 4); asks
@@ -344,6 +362,21 @@ impl<K: OpKind> Orphan for Abandoned<K> {
 
     fn forsake(&mut self, wake: &mut Vec<std::task::Waker>) {
         self.0.forsake(wake);
+    }
+}
+
+/// An operation let run to its end (`Op::detach`) and what to do with its
+/// output.
+struct Detached<K, F>(K, F);
+
+impl<K, F> Orphan for Detached<K, F>
+where
+    K: OpKind,
+    F: FnOnce(K::Output) + std::marker::Send + 'static,
+{
+    fn reclaim(self: Box<Self>, outcome: Outcome) {
+        let Detached(kind, finish) = *self;
+        finish(kind.complete(Completion::from_outcome(outcome)));
     }
 }
 

@@ -18,26 +18,7 @@ pub(crate) struct Send<B> {
 /// handed over goes out without anyone polling in between. It can still
 /// come back short (a kernel that does not retry sends, a connection shut
 /// down midway): the caller resends the rest.
-pub(crate) struct SendAll<B> {
-    pub(crate) send: Send<B>,
-    /// Called with the fd, the result and the bytes asked for when the
-    /// send ends after its future was dropped or detached (`Op::detach`;
-    /// `io/linger.rs`).
-    pub(crate) on_abandoned_end: Option<AbandonedEnd>,
-}
-
-/// See [`SendAll::on_abandoned_end`].
-pub(crate) type AbandonedEnd =
-    Box<dyn FnOnce(&SharedFd, &std::io::Result<usize>, usize) + std::marker::Send>;
-
-impl<B> SendAll<B> {
-    pub(crate) fn new(send: Send<B>) -> SendAll<B> {
-        SendAll {
-            send,
-            on_abandoned_end: None,
-        }
-    }
-}
+pub(crate) struct SendAll<B>(pub(crate) Send<B>);
 
 fn entry<B: IoBuf>(send: &Send<B>, flags: libc::c_int) -> squeue::Entry {
     let len = u32::try_from(send.buf.bytes_init()).unwrap_or(u32::MAX);
@@ -65,21 +46,11 @@ unsafe impl<B: IoBuf> OpKind for SendAll<B> {
     type Output = BufResult<usize, B>;
 
     fn build(&mut self) -> squeue::Entry {
-        entry(&self.send, libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+        entry(&self.0, libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
     }
 
     fn complete(self, done: Completion) -> BufResult<usize, B> {
-        self.send.complete(done)
-    }
-
-    fn reclaim(mut self, done: Completion) {
-        let Some(end) = self.on_abandoned_end.take() else {
-            return;
-        };
-        let fd = self.send.fd.clone();
-        let total = self.send.buf.bytes_init();
-        let (sent, _buf) = self.complete(done);
-        end(&fd, &sent, total);
+        self.0.complete(done)
     }
 }
 
