@@ -14,8 +14,9 @@
 //!    timer on the session shard cancels it after [`LINGER`] (a peer that
 //!    never reads), and at most [`MAX_LINGERING`] sends linger in a
 //!    process; past that a dropped adaptor's send is cancelled at once.
-//! 3. A send that ends without every byte taken (cancelled, the peer
-//!    gone, a short send) has no one left to report to: the connection is
+//! 3. A short send goes on with the rest, as the adaptor's flush would
+//!    have. A send that ends otherwise without every byte taken
+//!    (cancelled, the peer gone) has no one left to report to: the connection is
 //!    reset (`SO_LINGER` 0 for the close), so the peer sees an error, never
 //!    a clean end of stream with bytes missing.
 //!
@@ -30,10 +31,15 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
 use crate::buf::{IoBuf, Slice};
+use crate::driver::OpKey;
 use crate::net::stream::StreamCore;
-use crate::op::send::SendAll;
-use crate::op::{Op, SharedFd};
+use crate::op::send::{Send as SendOp, SendAll};
+use crate::op::{Lane, Op, SharedFd};
+use crate::shard_id::ShardId;
 
 /// How long a dropped adaptor's send may wait for its peer to read.
 pub(crate) const LINGER: Duration = Duration::from_secs(60);
@@ -78,35 +84,89 @@ impl Drop for Lingering {
     }
 }
 
+/// Where a lingering send is, for its timer's cancel.
+type Place = Arc<Mutex<Option<(ShardId, OpKey)>>>;
+
 /// Lets `op`, the send in flight of an adaptor being dropped, finish
 /// (module docs).
 pub(super) fn linger(core: &StreamCore, op: Op<SendAll<Slice<Vec<u8>>>>) {
     let lingering = Lingering::new();
     let counted = lingering.counted;
-    // Later sends on the stream wait for this one (step 4), until the
-    // closure below is called or dropped unused (a send refused at
-    // submission completes without it).
-    let gate = GateHeld::new(&core.fd);
-    let finish = move |(sent, buf): (io::Result<usize>, Slice<Vec<u8>>)| {
-        lingering.finish(&gate.0, &sent, buf.bytes_init());
-        drop(gate);
+    let place: Place = Arc::default();
+    let linger = Linger {
+        lingering,
+        // Later sends on the stream wait for this one (step 4), until
+        // `Linger` is dropped (a send refused at submission completes
+        // without calling `finish`).
+        gate: GateHeld::new(&core.fd),
+        core: core.clone(),
+        place: place.clone(),
+        deadline: Instant::now() + LINGER,
     };
-    let Some((shard, key)) = op.detach(finish) else {
-        return;
-    };
+    linger.detach(op);
     let shared = core.handle.shared.clone();
     if !counted {
-        shared.cancel_op(shard, key);
+        if let Some((shard, key)) = lock(&place).take() {
+            shared.cancel_op(shard, key);
+        }
         return;
     }
-    let on_shard = shared.clone();
     let timer = async move {
         crate::time::sleep(LINGER).await;
         // A stale key (the send ended) cancels nothing.
-        on_shard.cancel_op(shard, key);
+        if let Some((shard, key)) = lock(&place).take() {
+            shared.cancel_op(shard, key);
+        }
     };
     // Refused only while the runtime shuts down, which cancels the send.
-    let _ = core.handle.spawn_pinned(shard, timer);
+    let _ = core.handle.spawn_pinned(core.session, timer);
+}
+
+fn lock(place: &Place) -> std::sync::MutexGuard<'_, Option<(ShardId, OpKey)>> {
+    // Nothing foreign runs under the lock: a poisoned one is whole.
+    place.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One lingering send and what it holds (module docs).
+struct Linger {
+    lingering: Lingering,
+    gate: GateHeld,
+    core: StreamCore,
+    place: Place,
+    deadline: Instant,
+}
+
+impl Linger {
+    fn detach(self, op: Op<SendAll<Slice<Vec<u8>>>>) {
+        let place = self.place.clone();
+        let at = op.detach(move |out| self.finish(out));
+        // Set after the send may have ended already: the timer then
+        // cancels a stale key, which cancels nothing.
+        *lock(&place) = at;
+    }
+
+    /// The send ended: a short one goes on with the rest (as `Compat`'s
+    /// flush would have), anything else is the end (step 3).
+    fn finish(self, (sent, buf): (io::Result<usize>, Slice<Vec<u8>>)) {
+        let total = buf.bytes_init();
+        if let Ok(n) = sent {
+            if n > 0 && n < total && Instant::now() < self.deadline {
+                let (begin, end) = (buf.begin(), buf.end());
+                let rest = buf.into_inner().slice(begin + n..end);
+                let op = Op::submit(
+                    &self.core.handle.shared,
+                    Lane::Shard(self.core.session),
+                    SendAll(SendOp {
+                        fd: self.core.fd.clone(),
+                        buf: rest,
+                    }),
+                );
+                self.detach(op);
+                return;
+            }
+        }
+        self.lingering.finish(&self.gate.0, &sent, total);
+    }
 }
 
 /// A place in the fd's send gate, given back when dropped.
