@@ -31,9 +31,5 @@ if [ "$(uname -s)" = Linux ]; then
     run_leg "io_uring with faults (SPARGIO_URING_FAULTS=$fault_seed)" SPARGIO_BACKEND=io_uring SPARGIO_URING_FAULTS="$fault_seed"
 fi
 run_leg epoll SPARGIO_BACKEND=epoll
-# Open (issue 49): under SPARGIO_EPOLL_FAULTS a Compat dropped with its
-# write-behind in flight can still reset the peer (seed 17315709279561390207,
-# SPARGIO_EPOLL_FAULTS=4242); that leg leaves unflushed drops out until it
-# is fixed. TORTURE_SKIP= (empty) puts them back.
-run_leg "epoll with faults (SPARGIO_EPOLL_FAULTS=$fault_seed)" SPARGIO_BACKEND=epoll SPARGIO_EPOLL_FAULTS="$fault_seed" TORTURE_SKIP="${TORTURE_SKIP-compat-unflushed}"
+run_leg "epoll with faults (SPARGIO_EPOLL_FAULTS=$fault_seed)" SPARGIO_BACKEND=epoll SPARGIO_EPOLL_FAULTS="$fault_seed"
 exit $status

@@ -162,3 +162,62 @@ fn a_write_through_the_stream_after_into_inner_waits_for_the_adaptors_send() {
         }
     });
 }
+
+#[test]
+fn a_compat_dropped_off_its_session_shard_delivers_a_send_still_queued_there() {
+    // The adaptor writes from the other shard while its session shard is
+    // busy: its send waits in the session shard's inbox when the adaptor
+    // is dropped, and must still go out.
+    common::on_each_backend(2, |h| async move {
+        for round in 0..3 {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (go, wait) = mpsc::channel::<()>();
+            let peer = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                wait.recv().unwrap();
+                let mut got = Vec::new();
+                s.read_to_end(&mut got).map(|_| got)
+            });
+            let stream = TcpStream::connect_socket_addr(&h, addr).await.unwrap();
+            let session = stream.session_shard();
+            let other = (session + 1) % 2;
+            let (unblock, blocked) = mpsc::channel::<()>();
+            let (busy_tx, busy_rx) = tokio::sync::oneshot::channel::<()>();
+            // Holds the session shard's thread until the adaptor is gone.
+            let blocker = h
+                .spawn_pinned(session, async move {
+                    let _ = busy_tx.send(());
+                    blocked.recv().unwrap();
+                })
+                .unwrap();
+            busy_rx.await.unwrap();
+            let accepted = h
+                .spawn_pinned(other, async move {
+                    let mut c = Compat::new(stream);
+                    let accepted = write_until_full(&mut c).await;
+                    drop(c);
+                    unblock.send(()).unwrap();
+                    accepted
+                })
+                .unwrap()
+                .await
+                .unwrap();
+            blocker.await.unwrap();
+            go.send(()).unwrap();
+            let peer = h.spawn_blocking(move || peer.join().unwrap()).unwrap();
+            let got = peer.await.unwrap().unwrap_or_else(|e| {
+                panic!(
+                    "round {round}: the peer's read failed ({e}); {accepted} bytes were accepted"
+                )
+            });
+            assert_eq!(
+                got.len(),
+                accepted,
+                "round {round}: bytes accepted and lost"
+            );
+            let first_bad = got.iter().enumerate().position(|(i, &b)| b != at(i));
+            assert_eq!(first_bad, None, "round {round}");
+        }
+    });
+}

@@ -96,6 +96,24 @@ fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
 }
 
+/// What each open fd is (`socket:[..]`, `anon_inode:[io_uring]`, ..), for
+/// a leak's report.
+fn fd_kinds() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    let mut kinds: Vec<String> = dir
+        .flatten()
+        .map(|e| {
+            let target = std::fs::read_link(e.path())
+                .map_or_else(|_| "?".into(), |t| t.display().to_string());
+            format!("{}={target}", e.file_name().to_string_lossy())
+        })
+        .collect();
+    kinds.sort();
+    kinds
+}
+
 /// The seed of run `i` from `base`.
 fn seed_of(base: u64, i: u64) -> u64 {
     Rng::new(base.wrapping_add(i)).next_u64()
@@ -103,7 +121,12 @@ fn seed_of(base: u64, i: u64) -> u64 {
 
 fn replay(seed: u64) -> String {
     let mut env = String::new();
-    for var in ["SPARGIO_BACKEND", "SPARGIO_EPOLL_FAULTS", "TORTURE_SKIP"] {
+    for var in [
+        "SPARGIO_BACKEND",
+        "SPARGIO_EPOLL_FAULTS",
+        "SPARGIO_URING_FAULTS",
+        "TORTURE_SKIP",
+    ] {
         if let Ok(v) = std::env::var(var) {
             env += &format!("{var}={v} ");
         }
@@ -178,6 +201,7 @@ fn run_or_panic(seed: u64, index: u64) -> u64 {
 /// One run: the op count, or what failed.
 fn run(seed: u64, trace: Trace) -> Result<u64, String> {
     let base_fds = open_fds();
+    let base_kinds = fd_kinds();
     let mut rng = Rng::new(seed);
     let tcp = rng.pct(60);
     let small = rng.pct(50);
@@ -269,8 +293,10 @@ fn run(seed: u64, trace: Trace) -> Result<u64, String> {
     let deadline = Instant::now() + HANG;
     while open_fds() > base_fds {
         if Instant::now() > deadline {
+            let now = fd_kinds();
+            let new: Vec<&String> = now.iter().filter(|k| !base_kinds.contains(k)).collect();
             return Err(format!(
-                "fds: {} open after the run, {base_fds} before",
+                "fds: {} open after the run, {base_fds} before; new: {new:?}",
                 open_fds()
             ));
         }

@@ -33,7 +33,8 @@
 //! ([`Orphan::reclaim`]). Outputs own what they produced (`OwnedFd`,
 //! streams), so dropping them closes it. One mechanism, no per-opcode
 //! cleanup to forget. A queued operation dropped before its owner shard
-//! pushed it is never pushed: it is reclaimed with `ECANCELED`.
+//! pushed it is never pushed: it is reclaimed with `ECANCELED` (unless it
+//! was detached to run without its future, `Orphan::still_wanted`).
 //!
 //! **Foreign code** (wakers, reclaims, user destructors inside resources)
 //! never runs under the table's lock: transitions hand the old state out
@@ -96,6 +97,13 @@ pub(crate) trait Orphan: Send + 'static {
     /// leaked, never reclaimed (`OpTable::leak_in_ring`). Runs under the
     /// op table's lock: no foreign code; wakers go into `wake`.
     fn forsake(&mut self, _wake: &mut Vec<Waker>) {}
+
+    /// True for an operation detached to run on its own (`Op::detach`):
+    /// one still queued is pushed as if its future were there. Abandoned
+    /// operations say false, and a queued one is never pushed.
+    fn still_wanted(&self) -> bool {
+        false
+    }
 }
 
 /// Resources an orphaned operation keeps alive until its final CQE.

@@ -346,7 +346,8 @@ impl OpTable {
 
     /// Owner side: a queued operation is about to be pushed. Says whether
     /// to push it; an operation whose future was dropped meanwhile is not
-    /// pushed at all but handed back, to be reclaimed as cancelled.
+    /// pushed at all but handed back, to be reclaimed as cancelled (one
+    /// detached to run on its own, `Orphan::still_wanted`, is pushed).
     pub(crate) fn mark_in_ring(&self, key: OpKey) -> MarkInRing {
         let mut inner = self.lock();
         let Some(e) = Self::entry(&mut inner, key) else {
@@ -355,7 +356,11 @@ impl OpTable {
         if e.phase != Phase::Queued || !e.is_live() {
             return MarkInRing::Skip;
         }
-        match e.life {
+        match &e.life {
+            Lifecycle::Orphaned(keep) if keep.still_wanted() => {
+                e.phase = Phase::InRing;
+                MarkInRing::Push
+            }
             Lifecycle::Orphaned(_) | Lifecycle::OrphanedMulti(_) => {
                 let entry = inner.remove(key.slot);
                 self.set_pending(&inner);

@@ -108,6 +108,39 @@ fn a_queued_op_orphaned_before_its_push_is_never_pushed() {
     assert_eq!(table.pending(), 0);
 }
 
+/// A detached operation: it runs without its future.
+struct Wanted(Arc<Mutex<Vec<Outcome>>>);
+impl Orphan for Wanted {
+    fn reclaim(self: Box<Self>, outcome: Outcome) {
+        self.0.lock().unwrap().push(outcome);
+    }
+
+    fn still_wanted(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_queued_op_detached_before_its_push_is_pushed_and_finished_by_its_cqe() {
+    let table = OpTable::default();
+    let key = table.insert(Phase::Queued, 0).unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    assert!(matches!(
+        table.orphan(key, Wanted(log.clone())),
+        Orphaned::Kept
+    ));
+    assert!(
+        matches!(table.mark_in_ring(key), MarkInRing::Push),
+        "a detached queued op must still run"
+    );
+    assert!(log.lock().unwrap().is_empty());
+    let mut out = Reaped::default();
+    table.complete_batch([(key, kernel(42))], &mut out);
+    out.settle();
+    assert_eq!(*log.lock().unwrap(), vec![kernel(42)]);
+    assert_eq!(table.pending(), 0);
+}
+
 #[test]
 fn a_single_shot_entry_outlives_completions_with_more() {
     let table = OpTable::default();

@@ -505,7 +505,7 @@ impl<T: CompatStream> Compat<T> {
         ready!(self.poll_flush_inner(cx))?;
         // A send another adaptor on the stream left to finish goes first
         // (`linger.rs`).
-        ready!(self.core().fd.poll_sends_behind(cx));
+        ready!(self.core().fd.poll_sends_behind(cx))?;
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
@@ -548,7 +548,7 @@ impl<T: CompatStream> Compat<T> {
         }
         ready!(self.poll_flush_inner(cx))?;
         // After a send another adaptor left to finish (`linger.rs`).
-        ready!(self.core().fd.poll_sends_behind(cx));
+        ready!(self.core().fd.poll_sends_behind(cx))?;
         self.write = WriteState::Closed;
         Poll::Ready(self.core().shutdown_now(std::net::Shutdown::Write))
     }

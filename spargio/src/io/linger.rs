@@ -18,7 +18,9 @@
 //!    have. A send that ends otherwise without every byte taken
 //!    (cancelled, the peer gone) has no one left to report to: the connection is
 //!    reset (`SO_LINGER` 0 for the close), so the peer sees an error, never
-//!    a clean end of stream with bytes missing.
+//!    a clean end of stream with bytes missing; and every later send on the
+//!    stream (after `into_inner`, or through a clone) fails, so none leaves
+//!    a gap in the stream.
 //!
 //! 4. While it runs, every other send on the stream waits for it (the
 //!    fd's send gate, `op/shared_fd.rs`): a write through the stream
@@ -67,12 +69,14 @@ impl Lingering {
         Lingering { counted }
     }
 
-    /// The send ended: `sent` of `total` bytes taken.
-    fn finish(self, fd: &SharedFd, sent: &io::Result<usize>, total: usize) {
+    /// The send ended: `sent` of `total` bytes taken. False when bytes
+    /// were left unsent: the connection is then reset at its close.
+    fn finish(self, fd: &SharedFd, sent: &io::Result<usize>, total: usize) -> bool {
         if matches!(sent, Ok(n) if *n >= total) {
-            return;
+            return true;
         }
         reset_on_close(fd);
+        false
     }
 }
 
@@ -147,7 +151,7 @@ impl Linger {
 
     /// The send ended: a short one goes on with the rest (as `Compat`'s
     /// flush would have), anything else is the end (step 3).
-    fn finish(self, (sent, buf): (io::Result<usize>, Slice<Vec<u8>>)) {
+    fn finish(mut self, (sent, buf): (io::Result<usize>, Slice<Vec<u8>>)) {
         let total = buf.bytes_init();
         if let Ok(n) = sent {
             if n > 0 && n < total && Instant::now() < self.deadline {
@@ -165,23 +169,33 @@ impl Linger {
                 return;
             }
         }
-        self.lingering.finish(&self.gate.0, &sent, total);
+        let whole = self.lingering.finish(&self.gate.fd, &sent, total);
+        // Later sends fail rather than leave a gap (step 3).
+        self.gate.broken = !whole;
     }
 }
 
-/// A place in the fd's send gate, given back when dropped.
-struct GateHeld(SharedFd);
+/// A place in the fd's send gate, given back when dropped: broken when
+/// the send ended with bytes unsent, or never ran to its end (a send
+/// refused at submission, a runtime shutting down).
+struct GateHeld {
+    fd: SharedFd,
+    broken: bool,
+}
 
 impl GateHeld {
     fn new(fd: &SharedFd) -> GateHeld {
         fd.send_gate().hold();
-        GateHeld(fd.clone())
+        GateHeld {
+            fd: fd.clone(),
+            broken: true,
+        }
     }
 }
 
 impl Drop for GateHeld {
     fn drop(&mut self) {
-        self.0.send_gate().release();
+        self.fd.send_gate().release(self.broken);
     }
 }
 
@@ -202,4 +216,66 @@ fn reset_on_close(fd: &SharedFd) {
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         )
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::pin::Pin;
+    use std::sync::atomic::Ordering;
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+
+    use super::{LINGERING, MAX_LINGERING};
+    use crate::io::Compat;
+    use crate::net::UnixStream;
+
+    #[test]
+    fn a_send_that_could_not_linger_fails_every_later_send_on_the_stream() {
+        crate::block_on(crate::run(|handle| async move {
+            let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+            let mut c = Compat::new(UnixStream::from_std(&handle, a).unwrap());
+            // Writes until one is refused: a send is then in flight.
+            let chunk = vec![7u8; 64 * 1024];
+            let mut accepted = 0;
+            loop {
+                let mut cx = Context::from_waker(Waker::noop());
+                match futures_io::AsyncWrite::poll_write(Pin::new(&mut c), &mut cx, &chunk) {
+                    Poll::Ready(Ok(n)) => accepted += n,
+                    Poll::Ready(Err(e)) => panic!("write failed: {e}"),
+                    Poll::Pending => break,
+                }
+            }
+            // No place left under the bound: the unwrapped adaptor's send
+            // is cancelled at once, before the peer read its bytes.
+            LINGERING.fetch_add(MAX_LINGERING, Ordering::AcqRel);
+            let stream = c.into_inner();
+            LINGERING.fetch_sub(MAX_LINGERING, Ordering::AcqRel);
+            // (Bounded: were it let through, it would wait for a peer that
+            // reads nothing yet.)
+            let res = crate::time::timeout(Duration::from_secs(10), stream.write_all(b"tail"))
+                .await
+                .expect("the send waited instead of failing");
+            let err = res.expect_err("a later send would leave a gap before its bytes");
+            assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe);
+            drop(stream);
+            let got = handle
+                .spawn_blocking(move || {
+                    let mut got = Vec::new();
+                    b.read_to_end(&mut got).map(|_| got.len())
+                })
+                .unwrap()
+                .await
+                .unwrap();
+            // Whatever arrived is a prefix of what was accepted, or the
+            // connection was reset: never the tail after a gap.
+            if let Ok(n) = got {
+                assert!(
+                    n < accepted,
+                    "{n} of {accepted}: the cancelled send finished?"
+                );
+            }
+        }))
+        .unwrap();
+    }
 }

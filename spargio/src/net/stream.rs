@@ -35,7 +35,9 @@ impl StreamCore {
 
     pub(crate) async fn send_owned<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
         // A send an adaptor left to finish goes first (`io/linger.rs`).
-        std::future::poll_fn(|cx| self.fd.poll_sends_behind(cx)).await;
+        if let Err(e) = std::future::poll_fn(|cx| self.fd.poll_sends_behind(cx)).await {
+            return (Err(e), buf);
+        }
         // Room in the socket buffer: send now (what io_uring would attempt
         // first anyway, minus the ring round trip).
         if !self.handle.shared.is_closing() && buf.bytes_init() > 0 {
@@ -107,7 +109,9 @@ impl StreamCore {
         window: usize,
     ) -> BufResult<usize, Vec<B>> {
         let window = window.clamp(1, MAX_IOVECS);
-        std::future::poll_fn(|cx| self.fd.poll_sends_behind(cx)).await;
+        if let Err(e) = std::future::poll_fn(|cx| self.fd.poll_sends_behind(cx)).await {
+            return (Err(e), bufs);
+        }
         let total: usize = bufs.iter().map(IoBuf::bytes_init).sum();
         // The first buffer not fully sent, and how much of it was.
         let (mut first, mut offset) = (0, 0);
@@ -167,7 +171,7 @@ impl StreamCore {
         if how != std::net::Shutdown::Read {
             // The end of the stream comes after a send an adaptor left to
             // finish (`io/linger.rs`), not in the middle of it.
-            std::future::poll_fn(|cx| self.fd.poll_sends_behind(cx)).await;
+            std::future::poll_fn(|cx| self.fd.poll_sends_behind(cx)).await?;
         }
         self.shutdown_now(how)
     }

@@ -378,6 +378,10 @@ where
         let Detached(kind, finish) = *self;
         finish(kind.complete(Completion::from_outcome(outcome)));
     }
+
+    fn still_wanted(&self) -> bool {
+        true
+    }
 }
 
 /// Reclaims on the dropping thread; a panic in the operation's own

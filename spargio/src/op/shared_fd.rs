@@ -42,43 +42,68 @@ struct Inner {
 /// sends waiting for them.
 #[derive(Debug, Default)]
 pub(crate) struct SendGate {
-    state: std::sync::Mutex<(usize, Vec<std::task::Waker>)>,
+    state: std::sync::Mutex<GateState>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    /// Lingering sends still running.
+    held: usize,
+    waiters: Vec<std::task::Waker>,
+    /// A lingering send ended without every byte taken: a later send
+    /// would leave a gap in the stream, so every later send fails.
+    broken: bool,
 }
 
 impl SendGate {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, Vec<std::task::Waker>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
         // Nothing foreign runs under the lock: a poisoned one is whole.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// One more send to wait for.
     pub(crate) fn hold(&self) {
-        self.lock().0 += 1;
+        self.lock().held += 1;
     }
 
-    /// A held send ended; the last one lets the waiting sends go.
-    pub(crate) fn release(&self) {
+    /// A held send ended (`broken`: with bytes it never sent); the last
+    /// one lets the waiting sends go.
+    pub(crate) fn release(&self, broken: bool) {
         let waiters = {
             let mut s = self.lock();
-            s.0 -= 1;
-            if s.0 > 0 {
+            s.held -= 1;
+            s.broken |= broken;
+            if s.held > 0 {
                 return;
             }
-            std::mem::take(&mut s.1)
+            std::mem::take(&mut s.waiters)
         };
         super::carry::wake_all(waiters);
     }
 
-    fn poll_clear(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+    fn poll_clear(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
         let mut s = self.lock();
-        if s.0 == 0 {
-            return std::task::Poll::Ready(());
+        if s.broken {
+            return std::task::Poll::Ready(Err(broken_error()));
         }
-        if !s.1.iter().any(|w| w.will_wake(cx.waker())) {
-            s.1.push(cx.waker().clone());
+        if s.held == 0 {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        if !s.waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            s.waiters.push(cx.waker().clone());
         }
         std::task::Poll::Pending
     }
+}
+
+/// Why a send fails after a lingering send could not finish.
+fn broken_error() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::BrokenPipe,
+        "a send left to finish after its writer went (a dropped or unwrapped Compat) \
+         could not send every byte; the connection is reset so the peer never \
+         sees a gap, and nothing more can be sent on it",
+    )
 }
 
 impl SharedFd {
@@ -127,12 +152,16 @@ impl SharedFd {
     }
 
     /// What every stream send asks first: whether a send left to linger
-    /// (`io/linger.rs`) is still going; `Pending` until it ends. One
-    /// atomic load when none ever was.
-    pub(crate) fn poll_sends_behind(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+    /// (`io/linger.rs`) is still going; `Pending` until it ends, an error
+    /// for good if it could not send every byte (a later send would leave
+    /// a gap in the stream). One atomic load when none ever was.
+    pub(crate) fn poll_sends_behind(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         match self.inner.behind.get() {
             Some(gate) => gate.poll_clear(cx),
-            None => std::task::Poll::Ready(()),
+            None => std::task::Poll::Ready(Ok(())),
         }
     }
 

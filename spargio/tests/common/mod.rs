@@ -256,7 +256,12 @@ where
         match rx.recv_timeout(HANG) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => panic!("{backend:?}: {e}"),
-            Err(_) => panic!("{backend:?}: no answer within {HANG:?}"),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("{backend:?}: no answer within {HANG:?}")
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("{backend:?}: the runtime's thread panicked (its message is above)")
+            }
         }
     }
 }

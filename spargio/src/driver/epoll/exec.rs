@@ -16,7 +16,7 @@
 //! | `WAITID` on a pidfd | `waitid(WNOHANG)`; not exited: wait for the pidfd; other id types: blocking pool |
 //! | `OPENAT`, `STATX`, `FSYNC`, `FTRUNCATE`, `MKDIRAT`, `UNLINKAT`, `RENAMEAT`, `LINKAT`, `SYMLINKAT` | blocking pool |
 //! | `TIMEOUT` (no count, monotonic clock) | the driver's own timer list; `epoll_wait`'s timeout |
-//! | `ASYNC_CANCEL` | a waiting operation or timer ends with `ECANCELED`; one on the blocking pool runs to its end (the cancel answers `EALREADY`); none found: `ENOENT` |
+//! | `ASYNC_CANCEL` | a waiting operation or timer ends with `ECANCELED` (a `MSG_WAITALL` send that sent some bytes: their count); one on the blocking pool runs to its end (the cancel answers `EALREADY`); none found: `ENOENT` |
 //! | `NOP` | completes with 0 |
 //! | anything else, fixed files, `POLL_ADD` multishot | `EOPNOTSUPP` (`submit_unsafe` refuses these up front on epoll) |
 //!
@@ -81,6 +81,17 @@ pub(super) struct Progress {
 }
 
 impl Progress {
+    /// What a cancel ends the operation with: the bytes an `MSG_WAITALL`
+    /// send already sent, if any (io_uring reports them too, never
+    /// `ECANCELED`, so the caller knows what reached the peer).
+    pub(super) fn cancelled(&self) -> i32 {
+        if self.sent > 0 {
+            self.sent.min(i32::MAX as usize) as i32
+        } else {
+            -libc::ECANCELED
+        }
+    }
+
     /// A positional read or write found the fd to be a stream.
     pub(super) fn is_stream(&self) -> bool {
         self.stream

@@ -446,7 +446,8 @@ impl EpollDriver {
                 slot.armed = 0;
             }
         }
-        self.finish(idx, -libc::ECANCELED);
+        let res = self.pending[idx].progress.cancelled();
+        self.finish(idx, res);
         0
     }
 
