@@ -394,3 +394,31 @@ async fn the_test_macro_honours_tokio_compat() {
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(tokio::spawn(async { 5 }).await.unwrap(), 5);
 }
+
+#[test]
+#[ignore = "red, issue 51: hangs the shard until the shard loop runs inside tokio's block_on"]
+fn handle_block_on_inside_a_task_panics_as_tokio_does_instead_of_hanging() {
+    // Plain tokio refuses it ("Cannot start a runtime from within a
+    // runtime"); a current-thread runtime's `Handle::block_on` would drive
+    // nothing while the only thread that could sits in it.
+    on_each_backend(|h| async move {
+        let out = h
+            .spawn_stealable(async {
+                std::panic::catch_unwind(|| {
+                    tokio::runtime::Handle::current()
+                        .block_on(tokio::time::sleep(Duration::from_millis(5)))
+                })
+                .map_err(|p| {
+                    p.downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default()
+                })
+            })
+            .unwrap()
+            .await
+            .unwrap();
+        let msg = out.expect_err("block_on inside a task must refuse");
+        assert!(msg.contains("runtime"), "{msg}");
+    });
+}

@@ -5,11 +5,11 @@
 //!
 //! | opcode | epoll backend |
 //! |---|---|
-//! | `READ`, `WRITE` | `preadv2`/`pwritev2` with `RWF_NOWAIT` (a stream fd: at the file position); `EAGAIN`: wait for readiness; a file that cannot be polled (regular files, directories): the blocking pool. A file that refuses `RWF_NOWAIT` (terminals, inotify): in non-blocking mode, plain I/O (`EAGAIN`: wait); in blocking mode, a read runs once `poll` says it will not block (else: wait), and a write goes to the blocking pool (a large write to a terminal would otherwise stall the shard) |
+//! | `READ`, `WRITE` | `preadv2`/`pwritev2` with `RWF_NOWAIT` (a stream fd: at the file position); `EAGAIN`: wait for readiness; a file that cannot be polled (regular files, directories): the blocking pool. A file that refuses `RWF_NOWAIT` (terminals, inotify): in non-blocking mode, plain I/O (`EAGAIN`: wait); in blocking mode, a read waits on the shard until `poll` says readable, then runs on the blocking pool (another reader of the open file may take the input first, and the read would then block), and a write goes to the blocking pool (a large write to a terminal would otherwise stall the shard) |
 //! | `RECV`, `SEND`, `RECVMSG`, `SENDMSG` | the syscall with `MSG_DONTWAIT` (sends add `MSG_NOSIGNAL`, as io_uring does); `EAGAIN`: wait. A send with `MSG_WAITALL` goes on after a short send until every byte is taken, as io_uring's does |
 //! | `RECV` multishot | receive into the provided-buffer ring's next buffer until `EAGAIN` (one completion with `F_MORE` each), `ENOBUFS` or end of stream (final) |
 //! | `ACCEPT` (multishot too) | `accept4` on a listener made non-blocking (accept has no per-call flag, and a blocking listener shared by two shards would stall one); the accepted socket keeps the blocking mode io_uring gives it; `EAGAIN`: wait |
-//! | `CONNECT` | `connect` with the socket non-blocking for the call only (its mode is restored when the connect ends); `EINPROGRESS`: wait for writability, then `SO_ERROR`; `EAGAIN` (a Unix listener's backlog is full: the socket reports writable all along, so no edge would come): try again after a backoff of 1 to 64 ms |
+//! | `CONNECT` | `connect` with the socket non-blocking for the call only (its mode is restored when the connect ends or is cancelled); `EINPROGRESS`: wait for writability, then `SO_ERROR`; `EAGAIN` (a Unix listener's backlog is full: the socket reports writable all along, so no edge would come): try again after a backoff of 1 to 64 ms |
 //! | `SOCKET` | `socket`, in blocking mode as io_uring makes it (every data path of this backend asks per call: `MSG_DONTWAIT`, `RWF_NOWAIT`) |
 //! | `CLOSE` | `close` |
 //! | `POLL_ADD` (single shot) | `poll` with no timeout; nothing ready: wait |
@@ -83,8 +83,12 @@ pub(super) struct Progress {
 impl Progress {
     /// What a cancel ends the operation with: the bytes an `MSG_WAITALL`
     /// send already sent, if any (io_uring reports them too, never
-    /// `ECANCELED`, so the caller knows what reached the peer).
-    pub(super) fn cancelled(&self) -> i32 {
+    /// `ECANCELED`, so the caller knows what reached the peer). A connect
+    /// puts back the blocking mode it took away, as when it ends.
+    pub(super) fn cancelled(&mut self, sqe: &Sqe) -> i32 {
+        if std::mem::take(&mut self.restore_blocking) {
+            let _ = set_nonblocking(sqe.fd, false);
+        }
         if self.sent > 0 {
             self.sent.min(i32::MAX as usize) as i32
         } else {
@@ -202,11 +206,16 @@ fn read_write(sqe: &Sqe, write: bool, progress: &mut Progress) -> Step {
                 // A blocking write returns only once all of it is taken.
                 return Step::Offload;
             }
-            match poll_now(sqe.fd, libc::POLLIN) {
-                Ok(true) => {}
-                Ok(false) => return Step::Wait(IN),
-                Err(e) => return Step::Done(-e, 0),
-            }
+            // Waits on the shard (cancellable) until the file is readable,
+            // then reads on the blocking pool: another reader of the same
+            // open file may take the input between the poll and the read,
+            // and a blocking read would then stall the shard until more
+            // came. The pool thread waits instead.
+            return match poll_now(sqe.fd, libc::POLLIN) {
+                Ok(true) => Step::Offload,
+                Ok(false) => Step::Wait(IN),
+                Err(e) => Step::Done(-e, 0),
+            };
         }
         let flags = sqe.op_flags as libc::c_int
             | if progress.no_nowait {
@@ -741,5 +750,90 @@ pub(super) fn blocking(sqe: &Sqe, progress: Progress) -> i32 {
         -errno()
     } else {
         r.min(i32::MAX as isize) as i32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use io_uring::{opcode, types};
+
+    #[test]
+    fn a_cancelled_connect_puts_the_blocking_mode_back() {
+        use socket2::{Domain, Socket, Type};
+        let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        listener
+            .bind(
+                &"127.0.0.1:0"
+                    .parse::<std::net::SocketAddr>()
+                    .unwrap()
+                    .into(),
+            )
+            .unwrap();
+        listener.listen(0).unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Connections nobody accepts fill the backlog: a later SYN is
+        // dropped, so the connect below stays in progress.
+        let mut queued = Vec::new();
+        for _ in 0..4 {
+            let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+            s.set_nonblocking(true).unwrap();
+            let _ = s.connect(&addr);
+            queued.push(s);
+        }
+        let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        assert!(!is_nonblocking_now(&s), "made in blocking mode");
+        let entry = opcode::Connect::new(
+            types::Fd(std::os::fd::AsRawFd::as_raw_fd(&s)),
+            addr.as_ptr().cast(),
+            addr.len(),
+        )
+        .build();
+        let sqe = Sqe::from_entry(entry);
+        let mut progress = Progress::default();
+        let step = connect(&sqe, &mut progress);
+        assert!(matches!(step, Step::Wait(_)), "in progress: {step:?}");
+        assert!(is_nonblocking_now(&s), "non-blocking while it waits");
+        assert_eq!(progress.cancelled(&sqe), -libc::ECANCELED);
+        assert!(!is_nonblocking_now(&s), "the cancel put blocking mode back");
+    }
+
+    #[test]
+    fn a_read_of_a_blocking_file_that_polls_readable_goes_to_the_pool() {
+        // Readable now, but another reader of the same open file could
+        // take the input before the read: the shard must not do it.
+        let (r, w) = std::io::pipe().unwrap();
+        std::io::Write::write_all(&mut &w, b"x").unwrap();
+        let mut buf = [0u8; 4];
+        let entry = opcode::Read::new(
+            types::Fd(std::os::fd::AsRawFd::as_raw_fd(&r)),
+            buf.as_mut_ptr(),
+            4,
+        )
+        .offset(u64::MAX)
+        .build();
+        let sqe = Sqe::from_entry(entry);
+        // The state a file that refuses RWF_NOWAIT, in blocking mode, is
+        // left in after its first attempt.
+        let mut progress = Progress {
+            no_nowait: true,
+            blocking: true,
+            ..Progress::default()
+        };
+        let step = read_write(&sqe, false, &mut progress);
+        assert_eq!(step, Step::Offload);
+        assert_eq!(
+            blocking(&sqe, progress),
+            1,
+            "the pool's read takes the byte"
+        );
+        assert_eq!(&buf[..1], b"x");
+        drop(w);
+    }
+
+    fn is_nonblocking_now(s: &socket2::Socket) -> bool {
+        // SAFETY: plain fcntl on an open socket.
+        let fl = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(s), libc::F_GETFL) };
+        fl & libc::O_NONBLOCK != 0
     }
 }

@@ -446,7 +446,8 @@ impl EpollDriver {
                 slot.armed = 0;
             }
         }
-        let res = self.pending[idx].progress.cancelled();
+        let pending = &mut self.pending[idx];
+        let res = pending.progress.cancelled(&pending.sqe);
         self.finish(idx, res);
         0
     }
