@@ -42,7 +42,8 @@
 //!   received, hand them to the next receive.
 //! * Every operation ends within 10 s; a graceful end reads every byte to
 //!   end of stream on both sides; the runtime drops, and the process's
-//!   fds come back to their count before the run.
+//!   fds come back to their count before the run; tasks, operations in
+//!   flight and shared-pool buffers held come back to zero.
 //!
 //! A failure prints the seed, the transport, the op trace, the first
 //! mismatching byte position, and the replay command.
@@ -288,6 +289,7 @@ fn run(seed: u64, trace: Trace) -> Result<u64, String> {
         }
     }
     out.check(&report.received, end == End::Graceful)?;
+    settled(&h)?;
     drop(h);
     drop(rt);
     let deadline = Instant::now() + HANG;
@@ -303,6 +305,39 @@ fn run(seed: u64, trace: Trace) -> Result<u64, String> {
         std::thread::sleep(Duration::from_millis(5));
     }
     Ok(ops)
+}
+
+/// Tasks, operations and pool buffers back to baseline once the script
+/// and its peer are done: nothing a dropped operation or adaptor left
+/// behind (a lingering send's timer, an abandoned receive, a pool buffer
+/// a segment held) outlives what it served.
+fn settled(h: &spargio::RuntimeHandle) -> Result<(), String> {
+    let deadline = Instant::now() + HANG;
+    loop {
+        let stats = h.stats_snapshot();
+        let busy: Vec<String> = stats
+            .shards
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.live_tasks + s.pending_native_ops + s.recv_pool_held > 0)
+            .map(|(i, s)| {
+                format!(
+                    "shard {i}: {} tasks, {} ops {:?}, {} pool buffers held",
+                    s.live_tasks, s.pending_native_ops, s.ops_in_flight, s.recv_pool_held
+                )
+            })
+            .collect();
+        if busy.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "not back to baseline after the run: {}",
+                busy.join("; ")
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Small socket buffers: writes of 64 KiB and more then find them full.

@@ -141,6 +141,7 @@ pub(crate) fn shard_pool(shared: &Arc<Shared>, shard: ShardId) -> Option<Arc<Buf
         let mut slot = w.recv_pool.borrow_mut();
         match pool {
             Ok(pool) => {
+                let _ = shared.shards[shard].recv_pool.set(Arc::downgrade(&pool));
                 *slot = ShardPool::Ready(pool.clone());
                 Some(pool)
             }
@@ -315,6 +316,11 @@ impl BufRing {
     pub(crate) fn is_dry(&self) -> bool {
         let until = self.dry_until.load(Ordering::Relaxed);
         until != 0 && crate::time::clock::coarse_ns() < until
+    }
+
+    /// Buffers the kernel handed out that were not given back yet.
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
     }
 
     /// Buffers given to the kernel so far.

@@ -97,6 +97,25 @@ pub(super) fn linger(core: &StreamCore, op: Op<SendAll<Slice<Vec<u8>>>>) {
     let lingering = Lingering::new();
     let counted = lingering.counted;
     let place: Place = Arc::default();
+    let shared = core.handle.shared.clone();
+    // The bound in time (step 2): a task that cancels the send after
+    // `LINGER`, aborted when the send ends first. Refused only while the
+    // runtime shuts down, which cancels the send itself.
+    let timer = counted
+        .then(|| {
+            let place = place.clone();
+            let shared = shared.clone();
+            core.handle
+                .spawn_pinned(core.session, async move {
+                    crate::time::sleep(LINGER).await;
+                    // A stale key (the send ended) cancels nothing.
+                    if let Some((shard, key)) = lock(&place).take() {
+                        shared.cancel_op(shard, key);
+                    }
+                })
+                .ok()
+        })
+        .flatten();
     let linger = Linger {
         lingering,
         // Later sends on the stream wait for this one (step 4), until
@@ -106,24 +125,26 @@ pub(super) fn linger(core: &StreamCore, op: Op<SendAll<Slice<Vec<u8>>>>) {
         core: core.clone(),
         place: place.clone(),
         deadline: Instant::now() + LINGER,
+        _timer: Timer(timer),
     };
     linger.detach(op);
-    let shared = core.handle.shared.clone();
     if !counted {
         if let Some((shard, key)) = lock(&place).take() {
             shared.cancel_op(shard, key);
         }
-        return;
     }
-    let timer = async move {
-        crate::time::sleep(LINGER).await;
-        // A stale key (the send ended) cancels nothing.
-        if let Some((shard, key)) = lock(&place).take() {
-            shared.cancel_op(shard, key);
+}
+
+/// A lingering send's timer task, aborted when the send's `Linger` goes:
+/// no task outlives the send it bounds.
+struct Timer(Option<crate::task::JoinHandle<()>>);
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        if let Some(timer) = &self.0 {
+            timer.abort();
         }
-    };
-    // Refused only while the runtime shuts down, which cancels the send.
-    let _ = core.handle.spawn_pinned(core.session, timer);
+    }
 }
 
 fn lock(place: &Place) -> std::sync::MutexGuard<'_, Option<(ShardId, OpKey)>> {
@@ -138,6 +159,7 @@ struct Linger {
     core: StreamCore,
     place: Place,
     deadline: Instant,
+    _timer: Timer,
 }
 
 impl Linger {

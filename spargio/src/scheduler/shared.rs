@@ -67,6 +67,9 @@ pub(crate) struct ShardShared {
     /// ring would not enable on the shard's thread (set once, there).
     pub(crate) ring_refusal: OnceLock<crate::IoUringRefusal>,
     pub(crate) timers: ShardTimers,
+    /// The shard's shared receive pool once registered, for its stats
+    /// (weak: the worker owns it).
+    pub(crate) recv_pool: OnceLock<std::sync::Weak<crate::buf::ring::BufRing>>,
 }
 
 impl ShardShared {
@@ -92,6 +95,7 @@ impl ShardShared {
             features: OnceLock::new(),
             ring_refusal: OnceLock::new(),
             timers: ShardTimers::new(),
+            recv_pool: OnceLock::new(),
         }
     }
 
@@ -345,6 +349,11 @@ impl Shared {
                 ops_in_flight: crate::stats::ops_in_flight(&shard.ops.by_opcode()),
                 ring: shard.features.get().copied().unwrap_or_default(),
                 ring_refusal: shard.ring_refusal.get().cloned(),
+                recv_pool_held: shard
+                    .recv_pool
+                    .get()
+                    .and_then(std::sync::Weak::upgrade)
+                    .map_or(0, |pool| pool.held()),
                 ..ShardStats::default()
             };
             let (poll_time_buckets, poll_time_sum_ns) = shard.poll_times.snapshot();

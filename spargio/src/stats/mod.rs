@@ -240,6 +240,11 @@ pub struct ShardStats {
     /// Tasks homed on this shard that have not ended (spawned, not yet
     /// completed, cancelled or aborted).
     pub live_tasks: usize,
+    /// Buffers of the shard's shared receive pool that the kernel filled
+    /// and nobody gave back yet (held by receives, segments and adaptors
+    /// not yet read). A count that stays up once traffic has stopped is a
+    /// leak.
+    pub recv_pool_held: usize,
     /// Timer slots the wheel's storage holds (it shrinks back after a
     /// storm of timers is gone).
     pub timer_capacity: usize,

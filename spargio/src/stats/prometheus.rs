@@ -80,6 +80,11 @@ const SHARD_GAUGES: &[ShardGauge] = &[
         |s| s.live_tasks as u64,
     ),
     (
+        "spargio_recv_pool_held",
+        "Buffers of the shard's shared receive pool filled and not given back yet.",
+        |s| s.recv_pool_held as u64,
+    ),
+    (
         "spargio_ring_sq_entries",
         "Submission queue entries of the shard's ring (0 on epoll).",
         |s| u64::from(s.ring.sq_entries),
