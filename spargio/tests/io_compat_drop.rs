@@ -41,20 +41,30 @@ async fn write_until_full(c: &mut Compat<TcpStream>) -> usize {
     }
 }
 
+/// A peer that accepts one connection and reads nothing until told (the
+/// sender), then everything to end of stream (the thread's result).
+fn held_reader() -> (
+    std::net::SocketAddr,
+    mpsc::Sender<()>,
+    std::thread::JoinHandle<std::io::Result<Vec<u8>>>,
+) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go, wait) = mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        wait.recv().unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).map(|_| got)
+    });
+    (addr, go, peer)
+}
+
 #[test]
 fn a_compat_dropped_with_its_write_behind_in_flight_delivers_every_accepted_byte() {
     common::on_each_backend(2, |h| async move {
         for round in 0..3 {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let (go, wait) = mpsc::channel::<()>();
-            // A peer that reads nothing until told, then everything to EOF.
-            let peer = std::thread::spawn(move || {
-                let (mut s, _) = listener.accept().unwrap();
-                wait.recv().unwrap();
-                let mut got = Vec::new();
-                s.read_to_end(&mut got).map(|_| got)
-            });
+            let (addr, go, peer) = held_reader();
             let mut c = Compat::new(TcpStream::connect_socket_addr(&h, addr).await.unwrap());
             let accepted = write_until_full(&mut c).await;
             // Dropped without flush or close, as `write_all(..).await;
@@ -131,15 +141,7 @@ fn bytes_received_into_a_compat_go_to_the_stream_after_it() {
 fn a_write_through_the_stream_after_into_inner_waits_for_the_adaptors_send() {
     common::on_each_backend(2, |h| async move {
         for round in 0..3 {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let (go, wait) = mpsc::channel::<()>();
-            let peer = std::thread::spawn(move || {
-                let (mut s, _) = listener.accept().unwrap();
-                wait.recv().unwrap();
-                let mut got = Vec::new();
-                s.read_to_end(&mut got).map(|_| got)
-            });
+            let (addr, go, peer) = held_reader();
             let mut c = Compat::new(TcpStream::connect_socket_addr(&h, addr).await.unwrap());
             let accepted = write_until_full(&mut c).await;
             // Unwrapped with the write-behind send in flight, not flushed.
@@ -170,15 +172,7 @@ fn a_compat_dropped_off_its_session_shard_delivers_a_send_still_queued_there() {
     // is dropped, and must still go out.
     common::on_each_backend(2, |h| async move {
         for round in 0..3 {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let (go, wait) = mpsc::channel::<()>();
-            let peer = std::thread::spawn(move || {
-                let (mut s, _) = listener.accept().unwrap();
-                wait.recv().unwrap();
-                let mut got = Vec::new();
-                s.read_to_end(&mut got).map(|_| got)
-            });
+            let (addr, go, peer) = held_reader();
             let stream = TcpStream::connect_socket_addr(&h, addr).await.unwrap();
             let session = stream.session_shard();
             let other = (session + 1) % 2;

@@ -33,6 +33,7 @@ pub mod audit;
 mod bgid;
 pub(crate) mod direct_msg;
 pub(crate) mod epoll;
+pub(crate) mod fault_rng;
 pub mod faults;
 pub(crate) mod lifecycle;
 pub(crate) mod ops_table;

@@ -30,34 +30,12 @@ use io_uring::opcode;
 use super::bufs::BufGroups;
 use super::exec::{self, Progress, Step};
 use super::sqe::Sqe;
+use crate::driver::fault_rng::FaultRng;
 
-/// The seed from `SPARGIO_EPOLL_FAULTS`, read (and printed) once.
-fn seed() -> Option<u64> {
-    static SEED: OnceLock<Option<u64>> = OnceLock::new();
-    *SEED.get_or_init(|| {
-        let value = std::env::var("SPARGIO_EPOLL_FAULTS").ok()?;
-        let seed = match value.trim() {
-            "" | "0" | "off" => return None,
-            "random" => std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64 | 1),
-            n => match n.parse::<u64>() {
-                Ok(n) => n,
-                Err(_) => {
-                    eprintln!("spargio: SPARGIO_EPOLL_FAULTS={n:?} is not a number; faults off");
-                    return None;
-                }
-            },
-        };
-        eprintln!("spargio: epoll fault injection on, SPARGIO_EPOLL_FAULTS={seed}");
-        Some(seed)
-    })
-}
-
-/// One driver's fault generator (module docs); `rng == 0` is off.
+/// One driver's fault generator (module docs).
 #[derive(Debug)]
 pub(super) struct Faults {
-    rng: u64,
+    rng: FaultRng,
     /// Fds that got a made-up `EAGAIN`: the driver retries them on its
     /// next pass.
     pub(super) retry: Vec<std::os::fd::RawFd>,
@@ -66,28 +44,19 @@ pub(super) struct Faults {
 impl Faults {
     /// On when the environment says so, drawing for shard `shard`.
     pub(super) fn for_shard(shard: usize) -> Faults {
-        let rng = seed().map_or(0, |s| {
-            // Never zero: xorshift stays at zero for ever.
-            (s ^ (shard as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1
-        });
+        static SEED: OnceLock<Option<u64>> = OnceLock::new();
         Faults {
-            rng,
+            rng: FaultRng::from_env("SPARGIO_EPOLL_FAULTS", &SEED, shard as u64),
             retry: Vec::new(),
         }
     }
 
     pub(super) fn on(&self) -> bool {
-        self.rng != 0
+        self.rng.on()
     }
 
-    /// xorshift64*: cheap and plenty for picking faults.
     fn next(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.rng.next()
     }
 
     /// True one time in `n`.

@@ -28,28 +28,7 @@ use std::sync::OnceLock;
 
 use io_uring::{opcode, squeue};
 
-/// The seed from `SPARGIO_URING_FAULTS`, read (and printed) once.
-fn seed() -> Option<u64> {
-    static SEED: OnceLock<Option<u64>> = OnceLock::new();
-    *SEED.get_or_init(|| {
-        let value = std::env::var("SPARGIO_URING_FAULTS").ok()?;
-        let seed = match value.trim() {
-            "" | "0" | "off" => return None,
-            "random" => std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64 | 1),
-            n => match n.parse::<u64>() {
-                Ok(n) => n,
-                Err(_) => {
-                    eprintln!("spargio: SPARGIO_URING_FAULTS={n:?} is not a number; faults off");
-                    return None;
-                }
-            },
-        };
-        eprintln!("spargio: io_uring fault injection on, SPARGIO_URING_FAULTS={seed}");
-        Some(seed)
-    })
-}
+use crate::driver::fault_rng::FaultRng;
 
 /// Byte offsets in the kernel's 64-byte `io_uring_sqe`.
 const OPCODE: usize = 0;
@@ -61,38 +40,31 @@ const USER_DATA: usize = 32;
 const IOSQE_BUFFER_SELECT: u8 = 1 << 5;
 const IORING_NOP_INJECT_RESULT: u32 = 1;
 
-/// One ring's fault generator (module docs); `rng == 0` is off.
+/// One ring's fault generator (module docs).
 #[derive(Debug)]
 pub(super) struct Faults {
-    rng: u64,
+    rng: FaultRng,
 }
 
 impl Faults {
     pub(super) fn new() -> Faults {
+        static SEED: OnceLock<Option<u64>> = OnceLock::new();
         static RINGS: AtomicU64 = AtomicU64::new(0);
-        let rng = match seed() {
-            // Relaxed: a counter that only varies the generators.
-            Some(seed) => {
-                let ring = RINGS.fetch_add(1, Ordering::Relaxed);
-                splitmix(seed ^ ring.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1
-            }
-            None => 0,
-        };
-        Faults { rng }
+        // Relaxed: a counter that only varies the streams.
+        let ring = RINGS.fetch_add(1, Ordering::Relaxed);
+        Faults {
+            rng: FaultRng::from_env("SPARGIO_URING_FAULTS", &SEED, ring),
+        }
     }
 
     fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.rng.next()
     }
 
     /// The entry to push instead of `entry`, if a fault applies.
     #[inline]
     pub(super) fn apply(&mut self, entry: &squeue::Entry) -> Option<squeue::Entry> {
-        if self.rng == 0 {
+        if !self.rng.on() {
             return None;
         }
         let mut sqe = bytes(entry);
@@ -119,13 +91,6 @@ impl Faults {
         write_u32(&mut sqe, LEN, short);
         Some(entry_of(sqe))
     }
-}
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 fn bytes(entry: &squeue::Entry) -> [u8; 64] {
