@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::pin::Pin;
 use std::sync::mpsc;
 use std::task::Poll;
@@ -212,6 +212,70 @@ fn a_compat_dropped_off_its_session_shard_delivers_a_send_still_queued_there() {
             );
             let first_bad = got.iter().enumerate().position(|(i, &b)| b != at(i));
             assert_eq!(first_bad, None, "round {round}");
+        }
+    });
+}
+
+#[test]
+fn bytes_an_adaptor_received_survive_its_drop_after_its_last_send_completed() {
+    // The adaptor's send ends (the peer drained the socket) before the
+    // adaptor is dropped, unpolled: dropping it hands the send to linger,
+    // which finishes it at once. What its armed receive got must still
+    // go to the clone of the stream that reads next.
+    common::on_each_backend(2, |h| async move {
+        for round in 0..3u8 {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let stream = TcpStream::connect_socket_addr(&h, addr).await.unwrap();
+            let (mut peer, _) = listener.accept().unwrap();
+            let session = stream.session_shard();
+            let reader = stream.clone();
+            let h2 = h.clone();
+            let drained = h
+                .spawn_pinned(session, async move {
+                    let mut c = Compat::new(stream);
+                    let accepted = write_until_full(&mut c).await;
+                    // A read finding nothing arms the adaptor's receive.
+                    let mut one = [0u8; 1];
+                    let read = std::future::poll_fn(|cx| {
+                        Poll::Ready(futures_io::AsyncRead::poll_read(
+                            Pin::new(&mut c),
+                            cx,
+                            &mut one,
+                        ))
+                    })
+                    .await;
+                    assert!(read.is_pending(), "nothing was sent yet");
+                    // The peer sends, then drains all the adaptor sent.
+                    let drained = h2
+                        .spawn_blocking(move || {
+                            peer.write_all(&[round, 1, 2, 3]).unwrap();
+                            let mut got = vec![0u8; accepted];
+                            peer.read_exact(&mut got).map(|_| (peer, got))
+                        })
+                        .unwrap()
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    // The send's completion and the bytes' arrive.
+                    spargio::time::sleep(Duration::from_millis(50)).await;
+                    drop(c);
+                    drained
+                })
+                .unwrap()
+                .await
+                .unwrap();
+            let (_peer, got) = drained;
+            assert!(
+                got.iter().enumerate().all(|(i, &b)| b == at(i)),
+                "round {round}"
+            );
+            let mut four = [0u8; 4];
+            spargio::time::timeout(Duration::from_secs(10), reader.read_exact(&mut four))
+                .await
+                .expect("bytes were lost: the read never ended")
+                .unwrap();
+            assert_eq!(four, [round, 1, 2, 3], "round {round}");
         }
     });
 }

@@ -265,18 +265,20 @@ impl<T: CompatStream> Compat<T> {
     /// flight lingers; received bytes go to the stream's carry when
     /// anyone may still read the stream (`keep`, or a clone holds it).
     fn release(&mut self, keep: bool) {
-        let fd = core_of(&*self.inner).fd.clone();
-        // Our own holders of the fd: the stream, the clone above, and each
-        // operation in flight.
-        let ours = 2
-            + usize::from(self.armed.is_some())
-            + usize::from(self.watch.as_ref().is_some_and(|w| w.holds_fd()))
-            + usize::from(matches!(self.read, ReadState::InFlight(_)))
-            + usize::from(matches!(self.write, WriteState::InFlight { .. }));
         if let WriteState::InFlight { op } = std::mem::replace(&mut self.write, WriteState::Closed)
         {
             super::linger::linger(core_of(&*self.inner), op);
         }
+        let fd = core_of(&*self.inner).fd.clone();
+        // Our own holders of the fd: the stream, the clone above, and each
+        // receive in flight. Counted after the send went to linger: it may
+        // have ended (and let its holds go) already, and a hold it still
+        // has only makes the count say "someone else", which costs a copy
+        // at most; counting one that is gone would lose bytes.
+        let ours = 2
+            + usize::from(self.armed.is_some())
+            + usize::from(self.watch.as_ref().is_some_and(|w| w.holds_fd()))
+            + usize::from(matches!(self.read, ReadState::InFlight(_)));
         if !keep && fd.holders() <= ours {
             // Nobody can read the stream after us: nothing to hand on.
             return;

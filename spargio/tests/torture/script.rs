@@ -588,9 +588,28 @@ impl<S: Sock> Ctx<S> {
 
 /// Awaits `f`, failing the run if it does not end within [`HANG`].
 async fn bounded<F: Future>(what: &str, f: F) -> Result<F::Output, String> {
-    spargio::time::timeout(HANG, f)
-        .await
-        .map_err(|_| format!("hang: {what} did not end within {HANG:?}"))
+    spargio::time::timeout(HANG, f).await.map_err(|_| {
+        // Where the runtime stands, for the report.
+        let state = spargio::ShardCtx::current().map_or_else(String::new, |ctx| {
+            let stats = ctx.handle().stats_snapshot();
+            stats
+                .shards
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    format!(
+                        "\n  shard {i}: {} tasks, queue {}+{}, inbox {}, ops {:?}",
+                        s.live_tasks,
+                        s.local_queue_depth,
+                        s.queue_depth,
+                        s.command_depth,
+                        s.ops_in_flight
+                    )
+                })
+                .collect()
+        });
+        format!("hang: {what} did not end within {HANG:?}{state}")
+    })
 }
 
 fn map_out<T, U, E>(o: Out<Result<T, E>>, f: impl FnOnce(T) -> U) -> Out<Result<U, E>> {
