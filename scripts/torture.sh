@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The byte-stream torture (spargio/tests/torture.rs) for SECONDS on each
-# backend: io_uring, io_uring with injected faults (SPARGIO_URING_FAULTS,
+# The byte-stream torture (spargio/tests/torture.rs) and the HTTP body
+# torture (crates/spargio-http/tests/http_torture.rs), each for SECONDS on
+# each backend: io_uring, io_uring with injected faults (SPARGIO_URING_FAULTS,
 # spargio/src/driver/uring/faults.rs), epoll, then epoll with injected
 # faults (SPARGIO_EPOLL_FAULTS, spargio/src/driver/epoll/faults.rs). Random seeds
 # from a base printed per leg; a failure prints its seed, op trace and the
@@ -14,17 +15,25 @@
 set -u
 secs=${1:?usage: scripts/torture.sh SECONDS}
 cd "$(dirname "$0")/.."
-cargo test -p spargio --test torture --no-run || exit 1
+# Each harness: the package and its test binary.
+harnesses=("spargio torture" "spargio-http http_torture")
+for h in "${harnesses[@]}"; do
+    set -- $h
+    cargo test -p "$1" --test "$2" --no-run || exit 1
+done
 fault_seed=$(( $(date +%s%N) % 1000000007 + 1 ))
 status=0
 run_leg() {
     local name=$1
     shift
-    echo "== torture: $name, ${secs}s"
-    if ! env "$@" TORTURE_SECONDS="$secs" cargo test -q -p spargio --test torture -- --nocapture; then
-        echo "== torture: $name FAILED; replay with the command in the report above ($*)"
-        status=1
-    fi
+    for h in "${harnesses[@]}"; do
+        local pkg=${h% *} bin=${h#* }
+        echo "== torture: $bin, $name, ${secs}s"
+        if ! env "$@" TORTURE_SECONDS="$secs" cargo test -q -p "$pkg" --test "$bin" -- --nocapture; then
+            echo "== torture: $bin, $name FAILED; replay with the command in the report above ($*)"
+            status=1
+        fi
+    done
 }
 if [ "$(uname -s)" = Linux ]; then
     run_leg io_uring SPARGIO_BACKEND=io_uring

@@ -475,3 +475,69 @@ fn duration_max_pool_idle_timeout_and_h2_keep_alive_saturate() {
     });
     server.stop().unwrap();
 }
+
+#[test]
+fn an_h2_request_dropped_while_connecting_fails_none_of_those_waiting_for_its_connection() {
+    // hyper-util's pool (hyperium/hyper#3199): HTTP/2 requests to a host
+    // wait for the one connect in progress; when the request that started
+    // it is dropped, the waiters used to fail with "connect failed"
+    // (`CheckoutNoLongerWanted`) although none of them was ever sent.
+    let _serial = serial();
+    let listener = StdListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // A full accept queue: further connects hang (their SYNs dropped)
+    // until the listener accepts.
+    // SAFETY: a listening socket; `listen` only changes its backlog.
+    unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), 0) };
+    let mut queued = Vec::new();
+    while let Ok(s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+        queued.push(s);
+        assert!(queued.len() < 64, "the backlog never filled");
+    }
+    let out = run(move |handle| async move {
+        let client = Client::builder(&handle)
+            .http2_prior_knowledge()
+            .build::<Full<Bytes>>();
+        let url = format!("http://{addr}/");
+        // The first request starts the connect, then gives up.
+        let first = {
+            let (client, url) = (client.clone(), url.clone());
+            handle
+                .spawn_stealable(async move {
+                    spargio::time::timeout(Duration::from_millis(300), client.get(url))
+                        .await
+                        .is_err()
+                })
+                .unwrap()
+        };
+        spargio::time::sleep(Duration::from_millis(50)).await;
+        let waiting: Vec<_> = (0..2)
+            .map(|_| {
+                let (client, url) = (client.clone(), url.clone());
+                handle
+                    .spawn_stealable(async move {
+                        let resp = client.get(url).await.map_err(|e| format!("{e:?}"))?;
+                        body_bytes(resp).await.map_err(|e| format!("{e:?}"))
+                    })
+                    .unwrap()
+            })
+            .collect();
+        assert!(first.await.unwrap(), "the first request timed out");
+        // Now the server accepts: the waiters' connect gets through.
+        let listener = spargio::net::TcpListener::from_std(&handle, listener);
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "waited" }));
+        let server = handle
+            .spawn_stealable(async move { spargio_http::serve(listener, app).await })
+            .unwrap();
+        let mut out = Vec::new();
+        for w in waiting {
+            out.push(w.await.unwrap());
+        }
+        server.abort();
+        out
+    });
+    drop(queued);
+    for r in out {
+        assert_eq!(r.expect("a waiting request failed"), "waited");
+    }
+}

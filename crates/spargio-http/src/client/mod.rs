@@ -6,7 +6,10 @@
 //! to that host. Plain `http://` is HTTP/1.1 unless built with
 //! [`ClientBuilder::http2_prior_knowledge`]. It may be used from any shard
 //! (and cloned freely: clones share the pool); its connection tasks are
-//! spargio tasks.
+//! spargio tasks. An HTTP/2 request dropped while its connect was in
+//! progress fails none of the requests waiting for that connection: they
+//! are sent again (`unsent.rs` in the source; hyper-util alone fails them,
+//! hyperium/hyper#3199).
 //!
 //! Timeouts: [`ClientBuilder::connect_timeout`] bounds name resolution,
 //! the TCP connect and the TLS handshake (default 10 s);
@@ -17,6 +20,7 @@
 mod connector;
 #[cfg(feature = "http3")]
 mod h3;
+mod unsent;
 
 use std::fmt;
 use std::future::Future;
@@ -35,6 +39,7 @@ use spargio_tls::TlsConnector;
 pub use connector::{Connection, Connector};
 #[cfg(feature = "http3")]
 pub use h3::{H3Client, H3ResponseBody};
+use unsent::Unsent;
 
 use crate::rt::{Executor, Timer};
 use crate::BoxError;
@@ -51,9 +56,12 @@ use crate::BoxError;
 /// # })).unwrap().unwrap();
 /// ```
 pub struct Client<B = Full<Bytes>> {
-    inner: legacy::Client<Connector, B>,
+    inner: legacy::Client<Connector, Unsent<B>>,
     handle: RuntimeHandle,
     request_timeout: Option<Duration>,
+    /// HTTP/2 only: requests may wait for another's connect, and are sent
+    /// again when it is given up (`unsent.rs`).
+    h2_only: bool,
 }
 
 impl<B> Clone for Client<B> {
@@ -62,6 +70,7 @@ impl<B> Clone for Client<B> {
             inner: self.inner.clone(),
             handle: self.handle.clone(),
             request_timeout: self.request_timeout,
+            h2_only: self.h2_only,
         }
     }
 }
@@ -170,7 +179,7 @@ impl ClientBuilder {
     /// The client, for request bodies of type `B`.
     pub fn build<B>(self) -> Client<B>
     where
-        B: http_body::Body + Send + 'static,
+        B: http_body::Body + Send + Unpin + 'static,
         B::Data: Send,
     {
         let tls = self.tls.unwrap_or_else(TlsConnector::with_webpki_roots);
@@ -197,6 +206,7 @@ impl ClientBuilder {
             inner,
             handle: self.handle,
             request_timeout: self.request_timeout,
+            h2_only: self.http2_prior_knowledge,
         }
     }
 }
@@ -210,7 +220,7 @@ where
     /// Sends `request`; resolves with the response head (read the body
     /// from it, e.g. with [`body_bytes`]).
     pub fn request(&self, request: Request<B>) -> ResponseFuture {
-        let fut = self.inner.request(request);
+        let fut = self.send_unsent(request);
         let timeout = self.request_timeout;
         let handle = self.handle.clone();
         ResponseFuture(Box::pin(async move {
@@ -222,6 +232,45 @@ where
                 },
             }
         }))
+    }
+
+    /// Sends `request`, and again if the pool gave it up unsent
+    /// (`unsent.rs`).
+    fn send_unsent(
+        &self,
+        request: Request<B>,
+    ) -> impl Future<Output = Result<Response<Incoming>, legacy::Error>> + Send + 'static {
+        let (parts, body) = request.into_parts();
+        let head = self.h2_only.then(|| unsent::Head::of(&parts));
+        let back = head.as_ref().map(|_| unsent::Slot::<B>::default());
+        let first = self
+            .inner
+            .request(Request::from_parts(parts, Unsent::new(body, back.clone())));
+        let inner = self.inner.clone();
+        async move {
+            let res = first.await;
+            let (Some(head), Some(back)) = (head, back) else {
+                return res;
+            };
+            let mut res = res;
+            for _ in 0..unsent::RETRIES {
+                match res {
+                    Err(e) if unsent::is_abandoned_wait(&e) => {
+                        // Back only if hyper never polled it: not a byte
+                        // of the request went out.
+                        let body = back.lock().unwrap_or_else(|e| e.into_inner()).take();
+                        let Some(body) = body else {
+                            return Err(e);
+                        };
+                        res = inner
+                            .request(head.with(Unsent::new(body, Some(back.clone()))))
+                            .await;
+                    }
+                    other => return other,
+                }
+            }
+            res
+        }
     }
 
     /// The runtime the client runs on: `grpc::Channel` arms its deadlines
