@@ -249,6 +249,11 @@ impl<T: CompatStream> Compat<T> {
     /// cannot finish resets the connection, so the peer never sees a clean
     /// end with bytes missing), and received bytes not handed out go to the
     /// next receive of any clone of the stream.
+    ///
+    /// Should that send fail (the peer read nothing for a minute, or
+    /// went away), every later send on the stream fails with
+    /// [`BrokenPipe`](std::io::ErrorKind::BrokenPipe) rather than put its
+    /// bytes after a gap.
     pub fn into_inner(mut self) -> T {
         self.release(true);
         self.taken = true;
