@@ -173,13 +173,17 @@ impl Outbound {
     }
 
     /// `expected[from..to]` may arrive only in part (a prefix of it).
+    /// Windows one after the other stay apart: each contributes its own
+    /// prefix (two dropped writes in a row: some of the first, then some
+    /// of the second), which is not a prefix of the two joined.
     pub fn window(&mut self, from: usize, to: usize) {
         if from >= to {
             return;
         }
         self.windows.retain(|&(a, _)| a < from);
         if let Some(last) = self.windows.last_mut() {
-            if last.1 >= from {
+            if last.1 > from {
+                // Overlapping (a window widened from inside): one window.
                 last.1 = last.1.max(to);
                 return;
             }
@@ -190,15 +194,41 @@ impl Outbound {
     /// Checks what the peer received. `whole`: the peer read to a clean
     /// end of stream, so every certain byte must be there.
     pub fn check(&self, got: &[u8], whole: bool) -> Result<(), String> {
-        let (mut p, mut q) = (0usize, 0usize);
-        let mut windows = self.windows.iter().peekable();
-        loop {
-            let end = windows.peek().map_or(self.expected.len(), |w| w.0);
-            let n = end - q;
-            let have = got.len() - p;
-            let cmp = n.min(have);
-            if let Some(k) = (0..cmp).find(|&k| got[p + k] != self.expected[q + k]) {
-                return Err(format!(
+        let mut furthest = None;
+        if self.check_from(got, whole, 0, 0, 0, &mut furthest) {
+            return Ok(());
+        }
+        Err(furthest.map_or_else(|| "outbound: no match".into(), |(_, e)| e))
+    }
+
+    /// Matches `got[p..]` against `expected[q..]`, the windows from
+    /// `windows[w]` on: each window by every prefix that arrived, longest
+    /// first. The failure that got furthest into `got` is kept in
+    /// `furthest`.
+    fn check_from(
+        &self,
+        got: &[u8],
+        whole: bool,
+        mut p: usize,
+        q: usize,
+        w: usize,
+        furthest: &mut Option<(usize, String)>,
+    ) -> bool {
+        let mut fail = |at: usize, e: String| {
+            if furthest.as_ref().is_none_or(|(f, _)| at >= *f) {
+                *furthest = Some((at, e));
+            }
+            false
+        };
+        // The certain bytes up to the next window.
+        let end = self.windows.get(w).map_or(self.expected.len(), |win| win.0);
+        let n = end - q;
+        let have = got.len() - p;
+        let cmp = n.min(have);
+        if let Some(k) = (0..cmp).find(|&k| got[p + k] != self.expected[q + k]) {
+            return fail(
+                p + k,
+                format!(
                     "outbound: first mismatching byte at written-stream position {} (peer's byte {}): \
                      expected {:02x?}, got {:02x?}{}",
                     q + k,
@@ -206,47 +236,47 @@ impl Outbound {
                     &self.expected[q + k..(q + k + SHOW).min(self.expected.len())],
                     &got[p + k..(p + k + SHOW).min(got.len())],
                     self.locate(&got[p + k..], q + k)
-                ));
-            }
-            if have < n {
-                if whole {
-                    return Err(format!(
+                ),
+            );
+        }
+        if have < n {
+            if whole {
+                return fail(
+                    got.len(),
+                    format!(
                         "outbound: the peer read end of stream after {} bytes; written-stream bytes \
                          {}..{} (at least {} bytes) were accepted by writes but never arrived",
                         got.len(),
                         q + have,
                         end,
                         n - have
-                    ));
-                }
-                return Ok(());
+                    ),
+                );
             }
-            p += n;
-            let Some(&(a, b)) = windows.next() else {
-                if p < got.len() {
-                    return Err(format!(
+            return true;
+        }
+        p += n;
+        let Some(&(a, b)) = self.windows.get(w) else {
+            if p < got.len() {
+                return fail(
+                    p,
+                    format!(
                         "outbound: the peer got {} bytes more than were written ({} expected)",
                         got.len() - p,
                         self.expected.len()
-                    ));
-                }
-                return Ok(());
-            };
-            // The longest prefix of the window that arrived, then the
-            // longest such prefix after which the rest continues.
-            let m = (0..(b - a).min(got.len() - p))
-                .find(|&k| got[p + k] != self.expected[a + k])
-                .unwrap_or((b - a).min(got.len() - p));
-            let continues = |k: usize| {
-                let tail = &got[p + k..];
-                let next = &self.expected[b..];
-                let c = tail.len().min(next.len()).min(32);
-                tail[..c] == next[..c]
-            };
-            let k = (0..=m).rev().find(|&k| continues(k)).unwrap_or(m);
-            p += k;
-            q = b;
-        }
+                    ),
+                );
+            }
+            return true;
+        };
+        // The longest prefix of the window that arrived; then each
+        // shorter one, for what follows to continue after it.
+        let m = (0..(b - a).min(got.len() - p))
+            .find(|&k| got[p + k] != self.expected[a + k])
+            .unwrap_or((b - a).min(got.len() - p));
+        (0..=m)
+            .rev()
+            .any(|k| self.check_from(got, whole, p + k, b, w + 1, furthest))
     }
 
     fn locate(&self, got: &[u8], q: usize) -> String {
@@ -292,5 +322,49 @@ impl Trace {
             out += "\n";
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `expected` = 0..300 of key 1; windows [100, 150) and [150, 200).
+    fn two_windows() -> Outbound {
+        let mut out = Outbound::new(1);
+        out.accept(&stream_bytes(1, 0, 300));
+        out.window(100, 150);
+        out.window(150, 200);
+        out
+    }
+
+    fn join(parts: &[(usize, usize)]) -> Vec<u8> {
+        parts
+            .iter()
+            .flat_map(|&(a, b)| stream_bytes(1, a as u64, b - a))
+            .collect()
+    }
+
+    #[test]
+    fn adjacent_windows_each_give_their_own_prefix() {
+        let out = two_windows();
+        // Nothing of the first, part of the second.
+        let got = join(&[(0, 100), (150, 170), (200, 300)]);
+        assert_eq!(out.check(&got, true), Ok(()));
+        // Part of each.
+        let got = join(&[(0, 100), (100, 120), (150, 151), (200, 300)]);
+        assert_eq!(out.check(&got, true), Ok(()));
+    }
+
+    #[test]
+    fn a_gap_in_certain_bytes_or_a_window_out_of_order_fails() {
+        let out = two_windows();
+        let gap = join(&[(0, 99), (100, 150), (150, 200), (200, 300)]);
+        assert!(out.check(&gap, true).is_err());
+        let reordered = join(&[(0, 100), (150, 160), (100, 110), (200, 300)]);
+        assert!(out.check(&reordered, true).is_err());
+        let short = join(&[(0, 100), (200, 299)]);
+        assert!(out.check(&short, true).is_err());
+        assert_eq!(out.check(&short, false), Ok(()));
     }
 }
