@@ -396,7 +396,6 @@ async fn the_test_macro_honours_tokio_compat() {
 }
 
 #[test]
-#[ignore = "red, issue 51: hangs the shard until the shard loop runs inside tokio's block_on"]
 fn handle_block_on_inside_a_task_panics_as_tokio_does_instead_of_hanging() {
     // Plain tokio refuses it ("Cannot start a runtime from within a
     // runtime"); a current-thread runtime's `Handle::block_on` would drive

@@ -161,6 +161,12 @@ impl Worker {
         #[cfg(feature = "tokio-compat")]
         let tokio_entered = tokio.as_ref().map(tokio::runtime::Handle::enter);
         let ran = catch_unwind(AssertUnwindSafe(|| {
+            // With a tokio runtime, the same loop as its `block_on`'s main
+            // future (`tokio_shard/shard_loop.rs`).
+            #[cfg(feature = "tokio-compat")]
+            if self.run_in_tokio() {
+                return;
+            }
             // Every source was polled since the last task ran: the idle
             // loop that found work has just done step 1 and 2.
             let mut fresh = false;
@@ -205,7 +211,7 @@ impl Worker {
     }
 
     /// Steps 1 and 2: inbox, completions, timers, message waiters.
-    fn maintenance(&self) {
+    pub(super) fn maintenance(&self) {
         // Where this shard runs, for `IncomingCpu` stream placement: a
         // read of the kernel's per-thread rseq area (glibc 2.35+), and a
         // store only when the kernel has moved us.
@@ -339,7 +345,7 @@ impl Worker {
     }
 
     /// Step 3.
-    fn run_batch(&self) -> usize {
+    pub(super) fn run_batch(&self) -> usize {
         let budget = self.shared.config.steal.budget;
         let mut ran = 0;
         if self.shared.stall.is_some() {
@@ -487,7 +493,7 @@ impl Worker {
 
     /// Pushes requested doorbells as `MSG_RING` SQEs; submits what is
     /// queued when `submit` is set or a doorbell was pushed.
-    fn push_doorbells(&self, submit: bool) {
+    pub(super) fn push_doorbells(&self, submit: bool) {
         let mut doorbells = self.doorbells.borrow_mut();
         let submit = submit || !doorbells.is_empty();
         let mut driver = self.driver.borrow_mut();
@@ -521,7 +527,7 @@ impl Worker {
     /// costs two shared read-modify-writes each way. Staying `RUNNING` is
     /// safe: producers then skip the doorbell, and we poll every source
     /// anyway before going through the full handshake in `park`.
-    fn idle(&self, polled: bool) -> bool {
+    pub(super) fn idle(&self, polled: bool) -> bool {
         const HOT_POLLS: u32 = 32;
         if (!polled && self.poll_sources()) || self.steal_work() {
             return true;
@@ -646,9 +652,20 @@ impl Worker {
 
     fn poll_sources(&self) -> bool {
         self.maintenance();
+        let tokio_due = {
+            #[cfg(feature = "tokio-compat")]
+            {
+                self.tokio_turn_wanted()
+            }
+            #[cfg(not(feature = "tokio-compat"))]
+            {
+                false
+            }
+        };
         !self.queue.is_empty(&self.me().lifo)
             || !self.me().inject.is_empty()
             || self.shared.is_closing()
+            || tokio_due
     }
 
     /// Spinning to parked, re-check, block (see `driver/wake.rs`).
@@ -706,6 +723,15 @@ impl Worker {
                 self.shared.idle.watch_begin();
             }
             let start = *slept_since.get_or_insert_with(Instant::now);
+            #[cfg(feature = "tokio-compat")]
+            if self.defer_park(super::tokio_shard::DeferredPark {
+                timeout,
+                watchdog,
+                start,
+            }) {
+                // The loop waits in tokio, then ends the park (`end_park`).
+                return;
+            }
             let res = self.park_driver(timeout);
             if watchdog {
                 self.shared.idle.watch_end();
@@ -723,6 +749,28 @@ impl Worker {
             me.wake.set_spinning();
             self.shared.idle.spin_begin();
         }
+    }
+
+    /// The end of a park the loop waited for in tokio (`park`'s steps
+    /// after its wait; a quiet watchdog wakeup parks again through the
+    /// loop).
+    #[cfg(feature = "tokio-compat")]
+    pub(super) fn end_park(
+        &self,
+        park: super::tokio_shard::DeferredPark,
+        res: std::io::Result<()>,
+    ) {
+        if park.watchdog {
+            self.shared.idle.watch_end();
+        }
+        self.check_ring(res);
+        self.me().wake.set_running();
+        self.shared.idle.park_end();
+        self.retry_failed_doorbells();
+        if park.watchdog {
+            self.rescue_stuck_lifo_now();
+        }
+        self.spin.parked(park.start.elapsed());
     }
 
     fn others_running(&self) -> bool {

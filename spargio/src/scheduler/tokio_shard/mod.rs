@@ -5,35 +5,55 @@
 //! calls `tokio::spawn`, `tokio::time::sleep` or registers a
 //! `tokio::net::TcpStream`, each of which needs a tokio runtime entered on
 //! the calling thread. So every shard thread owns a current-thread tokio
-//! runtime, entered for the shard's whole life, and drives it itself:
-//! nothing crosses threads, and the shard still waits in one place.
+//! runtime and drives it itself: nothing crosses threads, and the shard
+//! still waits in one place. The protocol:
 //!
-//! * **Turns.** While busy, the shard runs the tokio runtime for one
-//!   non-blocking turn (`block_on(yield_now())`: up to 61 ready tokio tasks,
-//!   then one `epoll_wait` with a zero timeout for tokio's sockets and
-//!   timers) from its loop's maintenance step. A turn that woke nothing
-//!   doubles the gap to the next (up to `MAX_GAP` loop turns, or
-//!   `MAX_GAP_WITH_TASKS` while tokio tasks are alive); one that woke a
-//!   task, or a tokio task queued from outside, brings it back to every
-//!   turn. At the longest gap turns are also at least a millisecond apart.
-//!   So a shard that does not use tokio pays about one `epoll_wait` per
-//!   millisecond while busy, and nothing while parked.
-//! * **No spin while in use.** A shard whose tokio runtime is in use does
-//!   not spin before it parks: each spin poll would cost an `epoll_wait`,
-//!   and the spin would take the CPU from the database or peer whose
-//!   answer it waits for. Measured on the TechEmpower rows with sqlx
-//!   (2 shards, wrk and PostgreSQL on the same 2 CPUs): spinning made
-//!   9.5 `epoll_wait`s and 5 `sched_yield`s per `/queries` request.
-//! * **Parks.** An idle shard parks inside `block_on`, waiting for its
-//!   driver's wake fd (`driver/uring/outside.rs`, `driver/epoll/outside.rs`)
-//!   to turn readable under tokio's reactor, bounded by the park's own
-//!   timeout through a tokio timer. tokio's `epoll_wait` then waits for the
-//!   ring, the doorbells, tokio's sockets and both runtimes' timers at
-//!   once, and tokio tasks run while the shard would otherwise sleep.
-//!   A tokio task or event that gives the shard work of its own (wakes a
-//!   spargio task, queues an SQE, arms an earlier spargio timer) must end
-//!   the park: tokio calls the `on_thread_park` hook before each block,
-//!   and the hook cuts the park short when the shard has such work.
+//! 1. **The loop inside `block_on`.** The shard's whole loop (maintenance,
+//!    task batches, the idle step) is the main future of one
+//!    `block_on` on its tokio runtime (`shard_loop.rs`). Inside it, tokio
+//!    sees its own runtime running on this thread, as in a tokio task:
+//!    `tokio::spawn` and the wake of a tokio task by a spargio task go
+//!    straight to the runtime's local queue (no cross-thread queue, no
+//!    eventfd write, no extra `epoll_wait`), and `Handle::block_on`
+//!    inside a spargio task panics as it does inside a tokio task, instead
+//!    of blocking the only thread that could drive it.
+//! 2. **Turns.** While busy, the loop returns to tokio for one turn
+//!    (a deferred wake, as `tokio::task::yield_now`: up to 61 ready tokio
+//!    tasks, then one `epoll_wait` with a zero timeout for tokio's sockets
+//!    and timers, then the loop again) when one is due. Due: right after a
+//!    spargio task's poll that spawned a tokio task (more tokio tasks
+//!    alive than before it: the spawned task runs right after its
+//!    spawner, as on tokio; sqlx returns a connection to its pool this
+//!    way), when tokio work was queued from another thread, or on the gap
+//!    policy: a turn that woke nothing doubles the gap to the next (up to
+//!    `MAX_GAP` loop turns, or `MAX_GAP_WITH_TASKS` while tokio tasks are
+//!    alive); one that woke a task brings it back to every turn. At the
+//!    longest gap turns are also at least a millisecond apart. So a shard
+//!    that does not use tokio pays about one `epoll_wait` per millisecond
+//!    while busy, and nothing while parked.
+//! 3. **No spin while in use.** A shard whose tokio runtime is in use does
+//!    not spin before it parks: each spin poll would cost an `epoll_wait`,
+//!    and the spin would take the CPU from the database or peer whose
+//!    answer it waits for. Measured on the TechEmpower rows with sqlx
+//!    (2 shards, wrk and PostgreSQL on the same 2 CPUs): spinning made
+//!    9.5 `epoll_wait`s and 5 `sched_yield`s per `/queries` request.
+//!    A spin that sees a turn due ends (tokio's work is work).
+//! 4. **Parks.** An idle shard's park step hands its wait to the loop,
+//!    which prepares the driver's wait, registers its driver's wake fd
+//!    (`driver/uring/outside.rs`, `driver/epoll/outside.rs`) with tokio's
+//!    reactor and a tokio timer for the park's bound, and returns to
+//!    tokio. tokio's `epoll_wait` then waits for the ring, the doorbells,
+//!    tokio's sockets and both runtimes' timers at once, and tokio tasks
+//!    run while the shard would otherwise sleep. The next poll of the loop
+//!    ends the park (reaps, counts it) whatever woke it.
+//! 5. **A tokio task that gives the shard work** (wakes a spargio task,
+//!    queues an SQE, arms an earlier spargio timer) must end the park:
+//!    tokio calls the `on_thread_park` hook before each block, and the
+//!    hook wakes the loop when the shard has such work.
+//! 6. **Shutdown** runs after the loop's `block_on` returns; its waits
+//!    (`nap`, the quiesce of the ring) park in a `block_on` of their own
+//!    (`ShardTokio::park`), as does every park when the loop is not in
+//!    `block_on`.
 //!
 //! `tokio::spawn` from a shard puts the task on that shard's tokio
 //! runtime; it stays there (tokio tasks are not stolen) and runs during
@@ -50,6 +70,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+mod shard_loop;
+
+pub(crate) use shard_loop::DeferredPark;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
@@ -128,6 +151,25 @@ pub(crate) struct ShardTokio {
     cut: Cell<bool>,
     waker: RefCell<Option<Waker>>,
     timer: Cell<Option<u64>>,
+    /// Where the turn in progress began: wakes counted, and whether tokio
+    /// work was queued from outside.
+    turn_start: Cell<(u64, bool)>,
+    /// The shard loop runs inside `block_on` (`shard_loop.rs`); then a
+    /// turn or a park is asked of the loop, never nested.
+    pub(super) looping: Cell<bool>,
+    /// The loop is asked for a turn of tokio; it yielded for one.
+    pub(super) want_turn: Cell<bool>,
+    pub(super) yielded: Cell<bool>,
+    /// A park `Worker::park` asked the loop for; the loop's park in
+    /// progress.
+    pub(super) want_park: Cell<Option<shard_loop::DeferredPark>>,
+    pub(super) parked: Cell<Option<shard_loop::DeferredPark>>,
+    /// tokio tasks alive when last looked at: more after a task's poll
+    /// means it spawned one, which runs right after it (a turn).
+    alive_seen: Cell<usize>,
+    /// The loop's park timeout, reset for each park (made once: a tokio
+    /// timer is an allocation).
+    sleep: RefCell<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl ShardTokio {
@@ -153,6 +195,10 @@ impl ShardTokio {
         };
         let wake = watch(wait_fd)?;
         let doorbell = doorbell_fd.map(watch).transpose()?;
+        let sleep = {
+            let _in = rt.enter();
+            Box::pin(tokio::time::sleep(Duration::from_secs(86_400)))
+        };
         Ok(ShardTokio {
             wake,
             doorbell,
@@ -166,6 +212,14 @@ impl ShardTokio {
             cut: Cell::new(false),
             waker: RefCell::new(None),
             timer: Cell::new(None),
+            turn_start: Cell::new((0, false)),
+            looping: Cell::new(false),
+            want_turn: Cell::new(false),
+            yielded: Cell::new(false),
+            want_park: Cell::new(None),
+            parked: Cell::new(None),
+            alive_seen: Cell::new(0),
+            sleep: RefCell::new(sleep),
         })
     }
 
@@ -192,9 +246,21 @@ impl ShardTokio {
     /// One non-blocking turn: ready tokio tasks, then tokio's reactor and
     /// timers with a zero timeout. Then the next gap.
     pub(super) fn turn(&self) {
-        let wakes = self.wakes.get();
-        let queued = self.metrics.global_queue_depth() > 0;
+        debug_assert!(!self.looping.get(), "a nested block_on");
+        self.begin_turn();
         self.rt.block_on(tokio::task::yield_now());
+        self.end_turn();
+    }
+
+    fn begin_turn(&self) {
+        let queued = self.metrics.global_queue_depth() > 0;
+        self.turn_start.set((self.wakes.get(), queued));
+    }
+
+    /// After a turn: the gap to the next one.
+    fn end_turn(&self) {
+        let (wakes, queued) = self.turn_start.get();
+        self.alive_seen.set(self.metrics.num_alive_tasks());
         if self.gap.get() >= MAX_GAP {
             self.last_turn_ns.set(crate::diag::coarse_ns());
         }
@@ -214,6 +280,7 @@ impl ShardTokio {
     /// `on_thread_park` hook). `timer`: the spargio timer deadline
     /// `timeout` covers.
     pub(super) fn park(&self, timeout: Option<Duration>, timer: Option<u64>) {
+        debug_assert!(!self.looping.get(), "a nested block_on");
         self.cut.set(false);
         self.timer.set(timer);
         self.parking.set(true);
@@ -227,6 +294,56 @@ impl ShardTokio {
                 None => wait.await,
             }
         });
+        self.parking.set(false);
+        // The park was a turn: the next one is a gap away.
+        self.countdown.set(self.gap.get());
+    }
+
+    /// The loop's park (`shard_loop.rs`): registers `cx` with the wake
+    /// fds, `timeout`'s timer and the `on_thread_park` hook. False when
+    /// it is over already (a wake fd is readable, the timeout passed).
+    /// `timer`: the spargio timer deadline `timeout` covers.
+    fn arm_park(
+        &self,
+        cx: &mut Context<'_>,
+        timeout: Option<Duration>,
+        timer: Option<u64>,
+    ) -> bool {
+        self.cut.set(false);
+        self.timer.set(timer);
+        self.parking.set(true);
+        {
+            let mut waker = self.waker.borrow_mut();
+            if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *waker = Some(cx.waker().clone());
+            }
+        }
+        for fd in std::iter::once(&self.wake).chain(self.doorbell.as_ref()) {
+            // Readiness cached before the park is stale (`WaitReadable`).
+            let mut stale = true;
+            loop {
+                match fd.poll_read_ready(cx) {
+                    Poll::Ready(Ok(mut guard)) if stale => {
+                        guard.clear_ready();
+                        stale = false;
+                    }
+                    Poll::Ready(_) => return false,
+                    Poll::Pending => break,
+                }
+            }
+        }
+        if let Some(t) = timeout {
+            let mut sleep = self.sleep.borrow_mut();
+            sleep.as_mut().reset(tokio::time::Instant::now() + t);
+            if sleep.as_mut().poll(cx).is_ready() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The loop's park ended.
+    fn disarm_park(&self) {
         self.parking.set(false);
         // The park was a turn: the next one is a gap away.
         self.countdown.set(self.gap.get());
@@ -308,7 +425,15 @@ impl Worker {
     /// requests waiting for a connection wait longer.
     pub(super) fn run_spawned_tokio_tasks(&self) {
         if let Some(t) = self.tokio.borrow().as_ref() {
-            if t.metrics.global_queue_depth() > 0 {
+            if t.looping.get() {
+                // Spawned from inside the loop's poll: on tokio's own
+                // queue, where no gauge shows it; the alive count does.
+                let alive = t.metrics.num_alive_tasks();
+                if alive > t.alive_seen.get() || t.metrics.global_queue_depth() > 0 {
+                    t.want_turn.set(true);
+                }
+                t.alive_seen.set(alive);
+            } else if t.metrics.global_queue_depth() > 0 {
                 t.turn();
             }
         }
@@ -318,8 +443,33 @@ impl Worker {
     pub(super) fn turn_tokio(&self) {
         if let Some(t) = self.tokio.borrow().as_ref() {
             if t.turn_due() {
-                t.turn();
+                if t.looping.get() {
+                    t.want_turn.set(true);
+                } else {
+                    t.turn();
+                }
             }
+        }
+    }
+
+    /// The loop is asked for a turn of tokio: an idle spin ends for it.
+    pub(super) fn tokio_turn_wanted(&self) -> bool {
+        self.tokio
+            .try_borrow()
+            .is_ok_and(|t| t.as_ref().is_some_and(|t| t.want_turn.get()))
+    }
+
+    /// `Worker::park`'s wait, when the loop runs inside `block_on`: handed
+    /// to the loop, which returns to tokio for it (`shard_loop.rs`). False
+    /// otherwise: the park waits itself.
+    pub(super) fn defer_park(&self, park: shard_loop::DeferredPark) -> bool {
+        let tokio = self.tokio.borrow();
+        match tokio.as_ref().filter(|t| t.looping.get()) {
+            Some(t) => {
+                t.want_park.set(Some(park));
+                true
+            }
+            None => false,
         }
     }
 
