@@ -27,7 +27,9 @@ pub(crate) enum RecvKind {
 /// The sending half of a QUIC stream. Usable from any shard.
 ///
 /// Dropping it without [`finish`](Self::finish) or [`reset`](Self::reset)
-/// finishes it (as quinn does): the data written so far is delivered.
+/// finishes it (as quinn does): the data written so far is delivered. If
+/// the peer stopped it, dropping it resets it with the stop's code (as
+/// quinn does), so the peer can free the stream.
 ///
 /// It implements `futures_io::AsyncWrite` and `tokio::io::AsyncWrite`
 /// (see the impls for flush, close and timeout semantics).

@@ -227,11 +227,28 @@ impl BridgeSend {
     }
 
     pub(crate) fn finish(&mut self) -> io::Result<()> {
+        // quinn's `finish` takes a stream the peer stopped as finished
+        // (`Ok`, nothing sent); ours reports the stop, as its rustdoc and
+        // the native backend do.
+        if let Some(code) = self.known_stop() {
+            return Err(write_error(quinn::WriteError::Stopped(code)));
+        }
         let s = &mut self.stream;
         s.finish()
             .map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))?;
         self.finished = true;
         Ok(())
+    }
+
+    /// The peer's stop code if quinn has seen one: the first poll of
+    /// `stopped()` answers from the connection's state at once.
+    fn known_stop(&self) -> Option<VarInt> {
+        let mut stopped = pin!(self.stream.stopped());
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match stopped.as_mut().poll(&mut cx) {
+            Poll::Ready(Ok(Some(code))) => Some(code),
+            _ => None,
+        }
     }
 
     pub(crate) fn reset(&mut self, code: VarInt) -> io::Result<()> {

@@ -267,9 +267,18 @@ impl Drop for NativeSend {
                 st.waiters.remove(key);
             }
             if open {
-                // As quinn: an unfinished, unreset stream is finished on drop.
-                if st.conn.send_stream(self.id).finish().is_ok() {
-                    st.finished(self.id);
+                // As quinn: an unfinished, unreset stream is finished on
+                // drop, and one the peer stopped is reset with the stop's
+                // code (RFC 9000 3.5 asks for the reset). Without it the
+                // peer keeps its stopped half, and with it the stream's
+                // credit, for as long as the connection lives.
+                let mut stream = st.conn.send_stream(self.id);
+                match stream.finish() {
+                    Ok(()) => st.finished(self.id),
+                    Err(FinishError::Stopped(code)) => {
+                        let _ = stream.reset(code);
+                    }
+                    Err(FinishError::ClosedStream) => {}
                 }
             }
         }
