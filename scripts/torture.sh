@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The byte-stream torture (spargio/tests/torture.rs) and the HTTP body
-# torture (crates/spargio-http/tests/http_torture.rs), each for SECONDS on
+# The byte-stream torture (spargio/tests/torture.rs), the HTTP body
+# torture (crates/spargio-http/tests/http_torture.rs) and the QUIC stream
+# torture (crates/spargio-quic/tests/quic_torture.rs), each for SECONDS on
 # each backend: io_uring, io_uring with injected faults (SPARGIO_URING_FAULTS,
 # spargio/src/driver/uring/faults.rs), epoll, then epoll with injected
 # faults (SPARGIO_EPOLL_FAULTS, spargio/src/driver/epoll/faults.rs). Random seeds
@@ -16,7 +17,7 @@ set -u
 secs=${1:?usage: scripts/torture.sh SECONDS}
 cd "$(dirname "$0")/.."
 # Each harness: the package and its test binary.
-harnesses=("spargio torture" "spargio-http http_torture")
+harnesses=("spargio torture" "spargio-http http_torture" "spargio-quic quic_torture")
 for h in "${harnesses[@]}"; do
     set -- $h
     cargo test -p "$1" --test "$2" --no-run || exit 1
