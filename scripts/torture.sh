@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The byte-stream torture (spargio/tests/torture.rs) for SECONDS on each
-# backend: io_uring, io_uring with injected faults (SPARGIO_URING_FAULTS,
+# The tortures for SECONDS each on each backend: spargio's byte streams
+# (spargio/tests/torture.rs), TLS (crates/spargio-tls/tests/tls_torture.rs,
+# with tokio's traits too) and WebSocket (crates/spargio-ws/tests/ws_torture.rs),
+# on io_uring, io_uring with injected faults (SPARGIO_URING_FAULTS,
 # spargio/src/driver/uring/faults.rs), epoll, then epoll with injected
-# faults (SPARGIO_EPOLL_FAULTS, spargio/src/driver/epoll/faults.rs). Random seeds
-# from a base printed per leg; a failure prints its seed, op trace and the
-# exact replay command, and this script exits 1.
+# faults (SPARGIO_EPOLL_FAULTS, spargio/src/driver/epoll/faults.rs): twelve
+# runs of SECONDS. Random seeds from a base printed per run; a failure
+# prints its seed, op trace and the exact replay command, and this script
+# exits 1.
 #
 #   scripts/torture.sh SECONDS
 #   TORTURE_SKIP=segments scripts/torture.sh 60   # look past a known failure
@@ -14,17 +17,29 @@
 set -u
 secs=${1:?usage: scripts/torture.sh SECONDS}
 cd "$(dirname "$0")/.."
-cargo test -p spargio --test torture --no-run || exit 1
+# What `cargo test` selects for each torture.
+tortures=(
+    "-p spargio --test torture"
+    "-p spargio-tls --features tokio-io --test tls_torture"
+    "-p spargio-ws --test ws_torture"
+)
+for t in "${tortures[@]}"; do
+    # shellcheck disable=SC2086 # one word per argument
+    cargo test $t --no-run || exit 1
+done
 fault_seed=$(( $(date +%s%N) % 1000000007 + 1 ))
 status=0
 run_leg() {
     local name=$1
     shift
-    echo "== torture: $name, ${secs}s"
-    if ! env "$@" TORTURE_SECONDS="$secs" cargo test -q -p spargio --test torture -- --nocapture; then
-        echo "== torture: $name FAILED; replay with the command in the report above ($*)"
-        status=1
-    fi
+    for t in "${tortures[@]}"; do
+        echo "== torture: $name, ${secs}s: cargo test $t"
+        # shellcheck disable=SC2086
+        if ! env "$@" TORTURE_SECONDS="$secs" cargo test -q $t -- --nocapture; then
+            echo "== torture: $name FAILED (cargo test $t); replay with the command in the report above ($*)"
+            status=1
+        fi
+    done
 }
 if [ "$(uname -s)" = Linux ]; then
     run_leg io_uring SPARGIO_BACKEND=io_uring
