@@ -172,14 +172,16 @@ impl Outbound {
         self.expected.extend_from_slice(bytes);
     }
 
-    /// `expected[from..to]` may arrive only in part (a prefix of it).
+    /// `expected[from..to]` may arrive only in part (a prefix of it). A
+    /// window right after another stays apart: two dropped writes in a row
+    /// may each deliver a prefix of their own.
     pub fn window(&mut self, from: usize, to: usize) {
         if from >= to {
             return;
         }
         self.windows.retain(|&(a, _)| a < from);
         if let Some(last) = self.windows.last_mut() {
-            if last.1 >= from {
+            if last.1 > from {
                 last.1 = last.1.max(to);
                 return;
             }

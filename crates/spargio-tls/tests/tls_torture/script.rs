@@ -243,8 +243,8 @@ impl<S: Side> Ctx<S> {
     async fn split_phase(&mut self) -> Res {
         let (mut rh, mut wh) = self.s.take().expect("our stream").split_halves();
         let mut plan = Vec::new();
-        // At most one large write's worth in all: a 4 KiB receive buffer
-        // passes about 50 KB/s, and the writer task must end within HANG.
+        // At most one large write's worth in all, as a plain op: the
+        // writer task must end within HANG on a loaded machine too.
         let mut budget = MAX_WRITE;
         for _ in 0..1 + self.rng.below(3) {
             let n = self.write_size().min(budget);
@@ -302,10 +302,14 @@ impl<S: Side> Ctx<S> {
             .await?
             .map_err(|e| format!("split: the writer task: {e}"))?;
         for ((at, n, _, _), out) in writes.into_iter().zip(outs) {
+            let what = format!("  write half write_all({n}) at out {at}");
             match out {
-                Out::Done(Ok(())) => {}
-                Out::Done(Err(e)) => return Err(format!("split: write_all({n}) at out {at}: {e}")),
-                Out::Dropped => self.out.window(at, at + n),
+                Out::Done(Ok(())) => self.log(format!("{what} -> Ok")),
+                Out::Done(Err(e)) => return Err(format!("{what} failed: {e}")),
+                Out::Dropped => {
+                    self.out.window(at, at + n);
+                    self.log(format!("{what} -> dropped (a prefix may arrive)"));
+                }
             }
         }
         match flushed {

@@ -275,8 +275,8 @@ impl Ctx {
     async fn split_phase(&mut self) -> Res {
         let (mut tx, mut rx) = self.ws.take().expect("our stream").split();
         let mut plan = Vec::new();
-        // At most one large message's worth in all: a 4 KiB receive buffer
-        // passes about 50 KB/s, and the sender task must end within HANG.
+        // At most one large message's worth in all, as a plain op: the
+        // sender task must end within HANG on a loaded machine too.
         let mut budget = MAX_MESSAGE;
         for _ in 0..1 + self.rng.below(4) {
             let (i, m) = self.next_message(budget);
@@ -309,12 +309,17 @@ impl Ctx {
             .await?
             .map_err(|e| format!("split: the sender task: {e}"))?;
         for ((i, _), out) in sends.into_iter().zip(outs) {
+            let what = format!("  sender send_message our message {i}");
             match out {
-                Out::Done(Ok(())) => self.unflushed = None,
-                Out::Done(Err(e)) => return Err(format!("split: our message {i}: {e}")),
+                Out::Done(Ok(())) => {
+                    self.unflushed = None;
+                    self.log(format!("{what} -> Ok"));
+                }
+                Out::Done(Err(e)) => return Err(format!("{what} failed: {e}")),
                 Out::Dropped => {
                     self.out.maybe(i);
                     self.unflushed.get_or_insert(i);
+                    self.log(format!("{what} -> dropped (may arrive, whole)"));
                 }
             }
         }
