@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The byte-stream torture (spargio/tests/torture.rs), the HTTP body
-# torture (crates/spargio-http/tests/http_torture.rs) and the QUIC stream
-# torture (crates/spargio-quic/tests/quic_torture.rs), each for SECONDS on
-# each backend: io_uring, io_uring with injected faults (SPARGIO_URING_FAULTS,
+# The tortures for SECONDS each on each backend: spargio's byte streams
+# (spargio/tests/torture.rs), TLS (crates/spargio-tls/tests/tls_torture.rs,
+# with tokio's traits too), WebSocket (crates/spargio-ws/tests/ws_torture.rs),
+# HTTP bodies (crates/spargio-http/tests/http_torture.rs) and QUIC streams
+# (crates/spargio-quic/tests/quic_torture.rs), on io_uring, io_uring with injected faults (SPARGIO_URING_FAULTS,
 # spargio/src/driver/uring/faults.rs), epoll, then epoll with injected
-# faults (SPARGIO_EPOLL_FAULTS, spargio/src/driver/epoll/faults.rs). Random seeds
-# from a base printed per leg; a failure prints its seed, op trace and the
-# exact replay command, and this script exits 1.
+# faults (SPARGIO_EPOLL_FAULTS, spargio/src/driver/epoll/faults.rs): twenty
+# runs of SECONDS. Random seeds from a base printed per run; a failure
+# prints its seed, op trace and the exact replay command, and this script
+# exits 1.
 #
 #   scripts/torture.sh SECONDS
 #   TORTURE_SKIP=segments scripts/torture.sh 60   # look past a known failure
@@ -16,22 +18,28 @@
 set -u
 secs=${1:?usage: scripts/torture.sh SECONDS}
 cd "$(dirname "$0")/.."
-# Each harness: the package and its test binary.
-harnesses=("spargio torture" "spargio-http http_torture" "spargio-quic quic_torture")
-for h in "${harnesses[@]}"; do
-    set -- $h
-    cargo test -p "$1" --test "$2" --no-run || exit 1
+# What `cargo test` selects for each torture.
+tortures=(
+    "-p spargio --test torture"
+    "-p spargio-tls --features tokio-io --test tls_torture"
+    "-p spargio-ws --test ws_torture"
+    "-p spargio-http --test http_torture"
+    "-p spargio-quic --test quic_torture"
+)
+for t in "${tortures[@]}"; do
+    # shellcheck disable=SC2086 # one word per argument
+    cargo test $t --no-run || exit 1
 done
 fault_seed=$(( $(date +%s%N) % 1000000007 + 1 ))
 status=0
 run_leg() {
     local name=$1
     shift
-    for h in "${harnesses[@]}"; do
-        local pkg=${h% *} bin=${h#* }
-        echo "== torture: $bin, $name, ${secs}s"
-        if ! env "$@" TORTURE_SECONDS="$secs" cargo test -q -p "$pkg" --test "$bin" -- --nocapture; then
-            echo "== torture: $bin, $name FAILED; replay with the command in the report above ($*)"
+    for t in "${tortures[@]}"; do
+        echo "== torture: $name, ${secs}s: cargo test $t"
+        # shellcheck disable=SC2086
+        if ! env "$@" TORTURE_SECONDS="$secs" cargo test -q $t -- --nocapture; then
+            echo "== torture: $name FAILED (cargo test $t); replay with the command in the report above ($*)"
             status=1
         fi
     done

@@ -21,6 +21,13 @@
 //!    close frame unread); then the error is returned (`InvalidData`). The
 //!    stream is finished: drop it.
 //!
+//! [`WsStreamExt::close_with`] flushes before it queues its close frame:
+//! a pong owed to a ping read before sits queued in tungstenite, which
+//! writes a close frame ahead of what it has queued, so the pong would
+//! follow the close, and a peer that fails a connection on any frame after
+//! a close (tungstenite does) would see a protocol error, not the close
+//! handshake.
+//!
 //! When the peer ends the connection, `recv` returns `Ok(None)` after
 //! flushing our close reply and shutting down the write side, so the reply
 //! is on the wire before the stream is dropped (the poll adaptor writes
@@ -38,6 +45,7 @@ use async_tungstenite::tungstenite::{Error as WsError, Message};
 use async_tungstenite::WebSocketStream;
 use futures_core::Stream;
 use futures_io::{AsyncRead, AsyncWrite};
+use futures_sink::Sink;
 
 use crate::error::io_error;
 
@@ -135,6 +143,10 @@ where
             reason: reason.into(),
         };
         async move {
+            // An owed pong goes out ahead of the close frame (module docs).
+            poll_fn(|cx| Sink::poll_flush(Pin::new(&mut *self), cx))
+                .await
+                .map_err(io_error)?;
             match self.close(Some(frame)).await {
                 Ok(()) | Err(WsError::ConnectionClosed) => {}
                 Err(err) => return Err(io_error(err)),

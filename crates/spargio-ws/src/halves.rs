@@ -25,6 +25,7 @@ use async_tungstenite::tungstenite::{Error as WsError, Message};
 use async_tungstenite::{WebSocketReceiver, WebSocketSender};
 use futures_core::Stream;
 use futures_io::{AsyncRead, AsyncWrite};
+use futures_sink::Sink;
 
 use crate::error::io_error;
 use crate::ext::{refusal_code, refusal_reason};
@@ -68,6 +69,13 @@ pub trait WsSenderExt: sealed::Sender {
 
     /// Sends a close frame with `code` and `reason` and flushes it. The
     /// peer's close frame, and then the end, come through the receiver.
+    ///
+    /// What was queued before goes out first, a pong owed to a ping the
+    /// receiver read included (a pong after the close frame fails the
+    /// connection at a tungstenite peer:
+    /// [`WsStreamExt::close_with`](crate::WsStreamExt::close_with)); a ping
+    /// the receiver reads between that flush and the close frame still
+    /// gets its pong after it.
     fn close_with<'a>(
         &'a mut self,
         code: CloseCode,
@@ -118,6 +126,9 @@ where
             reason: reason.into(),
         };
         async move {
+            poll_fn(|cx| Sink::poll_flush(Pin::new(&mut *self), cx))
+                .await
+                .map_err(io_error)?;
             match self.close(Some(frame)).await {
                 Ok(()) | Err(WsError::ConnectionClosed) => Ok(()),
                 Err(err) => Err(io_error(err)),

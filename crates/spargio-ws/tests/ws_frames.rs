@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use spargio::net::TcpListener;
-use spargio_ws::{CloseCode, Message, WsOptions, WsStreamExt};
+use spargio_ws::{CloseCode, Message, WsOptions, WsReceiverExt, WsSenderExt, WsStreamExt};
 
 #[test]
 fn ping_gets_pong_both_ways() {
@@ -122,6 +122,74 @@ fn client_closes_with_code_and_reason() {
             other => panic!("expected a close, got {other:?}"),
         }
         assert_eq!(end, None);
+    });
+}
+
+/// A ping read just before a close leaves its pong queued in tungstenite,
+/// which writes the close frame ahead of what it has queued: the pong would
+/// follow the close, and a peer that fails a connection on any frame after
+/// a close (tungstenite does: "Remote sent after having closed") would see
+/// a protocol error instead of the close handshake. The torture found it
+/// (`ws_torture.rs`).
+#[test]
+fn close_with_sends_an_owed_pong_before_the_close_frame() {
+    owed_pong_then_close(false);
+}
+
+/// [`close_with_sends_an_owed_pong_before_the_close_frame`] through the
+/// halves: the receiver reads the ping, the sender closes.
+#[test]
+fn sender_close_with_sends_an_owed_pong_before_the_close_frame() {
+    owed_pong_then_close(true);
+}
+
+fn owed_pong_then_close(split: bool) {
+    common::run(move |handle| async move {
+        let listener = TcpListener::bind(&handle, "127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}/", listener.local_addr().unwrap());
+        let server = handle
+            .spawn_stealable(async move {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let mut ws = spargio_ws::accept(tcp).await.unwrap();
+                let ping = Some(Message::Ping(b"owed"[..].into()));
+                if split {
+                    let (mut tx, mut rx) = ws.split();
+                    assert_eq!(WsReceiverExt::recv(&mut rx).await.unwrap(), ping);
+                    tx.close_with(CloseCode::Normal, "bye").await.unwrap();
+                    while WsReceiverExt::recv(&mut rx).await.unwrap().is_some() {}
+                } else {
+                    assert_eq!(ws.recv().await.unwrap(), ping);
+                    ws.close_with(CloseCode::Normal, "bye").await.unwrap();
+                }
+            })
+            .unwrap();
+        let (mut ws, _) = spargio_ws::connect(&handle, url.as_str()).await.unwrap();
+        ws.ping(b"owed").await.unwrap();
+        let mut got = Vec::new();
+        loop {
+            match ws.recv().await {
+                Ok(Some(m)) => got.push(format!("{m:?}")),
+                Ok(None) => break,
+                Err(e) => {
+                    got.push(format!("error: {e}"));
+                    break;
+                }
+            }
+        }
+        assert_eq!(
+            got,
+            [
+                format!("{:?}", Message::Pong(b"owed"[..].into())),
+                format!(
+                    "{:?}",
+                    Message::Close(Some(spargio_ws::CloseFrame {
+                        code: CloseCode::Normal,
+                        reason: "bye".into()
+                    }))
+                ),
+            ]
+        );
+        server.await.unwrap();
     });
 }
 
