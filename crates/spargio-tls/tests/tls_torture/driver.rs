@@ -127,6 +127,7 @@ pub struct Fds {
 
 impl Fds {
     pub fn now() -> Fds {
+        process_globals_made();
         Fds {
             count: open_fds(),
             kinds: fd_kinds(),
@@ -153,6 +154,18 @@ impl Fds {
         }
         Ok(())
     }
+}
+
+/// Makes what a process makes once, before the first fd count: in a
+/// workspace build spargio's feature `tokio-compat` is on, every runtime
+/// then makes tokio runtimes, and the first of those opens tokio's signal
+/// globals (a socket pair kept for the process's life).
+fn process_globals_made() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let rt = spargio::RuntimeBuilder::new().shards(2).build();
+        drop(rt.expect("a warm-up runtime"));
+    });
 }
 
 fn open_fds() -> usize {
