@@ -121,7 +121,10 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
     let no_rings = || (0..n).map(|_| None).collect::<Vec<Option<Ring>>>();
     let (backend, refusal, rings) = match super::backend::resolve(config.backend)? {
         (BackendKind::IoUring, _) => {
-            match (0..n).map(|_| Ring::new(&config.ring).map(Some)).collect() {
+            match (0..n)
+                .map(|i| Ring::new(&config.ring, i).map(Some))
+                .collect()
+            {
                 Ok(rings) => (BackendKind::IoUring, None, rings),
                 // `Auto`: a ring the kernel will not make is a refusal too.
                 Err(err) if config.backend == BackendKind::Auto => (

@@ -5,8 +5,8 @@
 //!
 //! Off unless the process starts with `SPARGIO_URING_FAULTS=SEED` (a
 //! number; `random` picks one), printed to stderr once per process; each
-//! ring draws from its own generator (the seed and the ring's order of
-//! creation). While on, as each SQE is pushed:
+//! ring draws from its own generator (the seed and its shard's index, so
+//! a run replays in a fresh process). While on, as each SQE is pushed:
 //!
 //! 1. **Short transfers.** A one-shot `RECV` or `SEND` of more than 1 KiB
 //!    into a buffer of its own asks the kernel for a random part of its
@@ -23,7 +23,6 @@
 //! done: the kernel never gives them to a ring operation on a blocking
 //! socket, and code that treats them as errors is right to.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use io_uring::{opcode, squeue};
@@ -47,13 +46,13 @@ pub(super) struct Faults {
 }
 
 impl Faults {
-    pub(super) fn new() -> Faults {
+    /// On when the environment says so, drawing for shard `shard`: the
+    /// same seed draws the same faults for the same shard in every
+    /// runtime, so a failing run replays in a fresh process.
+    pub(super) fn for_shard(shard: usize) -> Faults {
         static SEED: OnceLock<Option<u64>> = OnceLock::new();
-        static RINGS: AtomicU64 = AtomicU64::new(0);
-        // Relaxed: a counter that only varies the streams.
-        let ring = RINGS.fetch_add(1, Ordering::Relaxed);
         Faults {
-            rng: FaultRng::from_env("SPARGIO_URING_FAULTS", &SEED, ring),
+            rng: FaultRng::from_env("SPARGIO_URING_FAULTS", &SEED, shard as u64),
         }
     }
 

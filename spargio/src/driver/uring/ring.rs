@@ -91,7 +91,7 @@ impl Ring {
     /// Creates the ring disabled (`IORING_SETUP_R_DISABLED`), falling back
     /// flag by flag. The shard thread calls [`Ring::enable`], which makes it
     /// the ring's single issuer; until then nobody may submit.
-    pub(crate) fn new(config: &RingConfig) -> Result<Ring, RuntimeError> {
+    pub(crate) fn new(config: &RingConfig, shard: usize) -> Result<Ring, RuntimeError> {
         let mut wanted = Wanted {
             // DEFER_TASKRUN needs SINGLE_ISSUER and excludes SQPOLL.
             defer_taskrun: config.defer_taskrun
@@ -143,7 +143,7 @@ impl Ring {
             uring,
             features,
             sq_full: 0,
-            faults: super::faults::Faults::new(),
+            faults: super::faults::Faults::for_shard(shard),
         })
     }
 
