@@ -63,6 +63,9 @@
 //! outcomes depend on timing too, so a replay reproduces the script
 //! exactly and a timing-dependent failure usually, not always.
 
+#[allow(dead_code)] // `Fds` serves the TLS and WebSocket tortures
+#[path = "torture/fds.rs"]
+mod fds;
 #[path = "torture/model.rs"]
 mod model;
 #[path = "torture/ops.rs"]
@@ -77,6 +80,7 @@ mod script;
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
+use fds::{fd_kinds, open_fds, process_globals_made};
 use model::{Inbound, Outbound, Trace};
 use ops::Sock;
 use peer::{Peer, PeerSock};
@@ -91,28 +95,6 @@ const RUN_BOUND: Duration = Duration::from_secs(120);
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok()?.trim().parse().ok()
-}
-
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
-}
-
-/// What each open fd is (`socket:[..]`, `anon_inode:[io_uring]`, ..), for
-/// a leak's report.
-fn fd_kinds() -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
-        return Vec::new();
-    };
-    let mut kinds: Vec<String> = dir
-        .flatten()
-        .map(|e| {
-            let target = std::fs::read_link(e.path())
-                .map_or_else(|_| "?".into(), |t| t.display().to_string());
-            format!("{}={target}", e.file_name().to_string_lossy())
-        })
-        .collect();
-    kinds.sort();
-    kinds
 }
 
 /// The seed of run `i` from `base`.
@@ -197,18 +179,6 @@ fn run_or_panic(seed: u64, index: u64) -> u64 {
         trace.dump(150),
         replay(seed)
     );
-}
-
-/// Makes what a process makes once, before the first fd count: in a
-/// workspace build spargio's feature `tokio-compat` is on, every runtime
-/// then makes tokio runtimes, and the first of those opens tokio's signal
-/// globals (a socket pair kept for the process's life).
-fn process_globals_made() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let rt = spargio::RuntimeBuilder::new().shards(2).build();
-        drop(rt.expect("a warm-up runtime"));
-    });
 }
 
 /// One run: the op count, or what failed.

@@ -65,6 +65,9 @@
 
 #[path = "tls_torture/driver.rs"]
 mod driver;
+#[allow(dead_code)] // the helpers the core torture uses too
+#[path = "../../../spargio/tests/torture/fds.rs"]
+mod fds;
 #[path = "../../../spargio/tests/torture/model.rs"]
 mod model;
 // Only the wrappers (`Wrap`, `wrap`, `spawned`); its `Sock` is for TCP
@@ -86,7 +89,8 @@ use std::sync::{Arc, OnceLock};
 use spargio_tls::rustls::{self, pki_types};
 use spargio_tls::{ClientTlsStream, ServerTlsStream};
 
-use driver::{bounded, Fds, HANG};
+use driver::{bounded, HANG};
+use fds::Fds;
 use model::{Inbound, Outbound, Trace};
 use paths::Side;
 use peer::Peer;

@@ -49,6 +49,9 @@
 
 #[path = "../../spargio-tls/tests/tls_torture/driver.rs"]
 mod driver;
+#[allow(dead_code)] // the helpers the core torture uses too
+#[path = "../../../spargio/tests/torture/fds.rs"]
+mod fds;
 #[path = "ws_torture/messages.rs"]
 mod messages;
 // Only the op trace; its byte models are for byte streams.
@@ -67,7 +70,8 @@ mod rng;
 #[path = "ws_torture/script.rs"]
 mod script;
 
-use driver::{bounded, Fds, HANG};
+use driver::{bounded, HANG};
+use fds::Fds;
 use messages::{check_pongs, Inbound, Outbound};
 use model::Trace;
 use peer::Peer;

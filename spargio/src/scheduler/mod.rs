@@ -33,6 +33,7 @@ mod idle;
 mod inbox;
 mod lifo;
 mod ops;
+mod park;
 mod run_queue;
 mod schedule;
 mod share_cpu;

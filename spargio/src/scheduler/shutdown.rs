@@ -28,11 +28,14 @@
 //!    operations before the ring closes (`Driver::drop`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 
+use super::inbox::Command;
 use super::worker::Worker;
 use crate::stats::Counters;
+use crate::task::spawn::Runnable;
 
 impl Worker {
     pub(super) fn shutdown(&self) {
@@ -110,6 +113,23 @@ impl Worker {
         ops.leak_in_ring();
         reaped.settle();
         self.shared.exit.arrive();
+    }
+}
+
+impl Worker {
+    pub(super) fn drain_inbox_for_shutdown(&self, out: &mut Vec<Runnable>) {
+        while let Some(cmd) = self.me().inbox.pop() {
+            match cmd {
+                Command::Run(r) => out.push(r),
+                Command::Message { .. } => {
+                    self.me().external_msgs.fetch_sub(1, Ordering::Relaxed);
+                }
+                // Operations still go to the ring: the op table fails or
+                // cancels them when it closes (see `ops.rs`).
+                Command::Submit { key, sqe } => self.push_remote_op(key, sqe),
+                Command::Cancel { key } => self.cancel_remote_op(key),
+            }
+        }
     }
 }
 
