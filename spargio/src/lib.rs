@@ -116,7 +116,7 @@ pub use runtime::{
 pub use shard_id::ShardId;
 pub use stats::{CounterTotals, RingFeatures, RuntimeStats, ShardStats, POLL_TIME_BUCKETS};
 pub use sync::{CancellationToken, TaskGroup, TaskGroupJoinHandle};
-pub use task::{yield_now, JoinError, JoinHandle, TaskPlacement, YieldNow};
+pub use task::{roam, yield_now, JoinError, JoinHandle, Roam, TaskPlacement, YieldNow};
 pub use time::{
     interval, interval_at, sleep, sleep_until, timeout, timeout_at, Interval, MissedTickBehavior,
     Sleep, TimeoutError,

@@ -22,10 +22,16 @@ pub(crate) fn schedule(runnable: Runnable, info: ScheduleInfo) {
     runnable.metadata().run_state.scheduled();
     let leftover = context::with_worker(|worker| match worker {
         Some(w) if Arc::ptr_eq(&w.shared, &runnable.metadata().shared) => {
+            runnable.metadata().set_woken_by(w.id);
             w.schedule(runnable, info.woken_while_running);
             None
         }
-        _ => Some(runnable),
+        _ => {
+            runnable
+                .metadata()
+                .set_woken_by(crate::task::meta::NOT_A_SHARD);
+            Some(runnable)
+        }
     });
     if let Some(runnable) = leftover {
         let shared = runnable.metadata().shared.clone();

@@ -62,6 +62,9 @@ pub(crate) struct ShardShared {
     pub(crate) cpu: AtomicU32,
     /// Streams `StreamSessionPolicy::IncomingCpu` has placed here.
     pub(crate) sessions_placed: AtomicUsize,
+    /// Whether the futures `task::roam` watched on this shard were lately
+    /// woken from other shards (above zero) or from this one.
+    pub(crate) roam_score: AtomicI32,
     pub(crate) features: OnceLock<RingFeatures>,
     /// Why this shard runs on epoll although its ring was created: the
     /// ring would not enable on the shard's thread (set once, there).
@@ -90,6 +93,7 @@ impl ShardShared {
             local_depth: AtomicUsize::new(0),
             cpu: AtomicU32::new(super::share_cpu::NO_CPU),
             sessions_placed: AtomicUsize::new(0),
+            roam_score: AtomicI32::new(0),
             parked_since: AtomicU64::new(0),
             poll_times: crate::stats::PollTimes::default(),
             features: OnceLock::new(),

@@ -55,6 +55,15 @@ pub(super) const LIFO_WATCHDOG: Duration = Duration::from_millis(1);
 /// One shard's thread-local core. Field order is drop order: the driver
 /// (and the kernel memory it guards) goes first, after only the tokio
 /// runtime that watches its fd.
+/// The task a shard is polling, as `task::roam` sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunningTask {
+    pub(crate) kind: TaskKind,
+    /// The shard whose thread scheduled this run (`None`: a thread outside
+    /// the runtime).
+    pub(crate) woken_by: Option<ShardId>,
+}
+
 pub(crate) struct Worker {
     /// The shard's tokio runtime, from the start of `run` to its end
     /// (`tokio_shard.rs`). Before the driver: it watches the driver's fd.
@@ -81,6 +90,8 @@ pub(crate) struct Worker {
     /// The shard's shared receive pool (`buf/ring.rs`, `shard_pool`).
     pub(crate) recv_pool: RefCell<crate::buf::ring::ShardPool>,
     in_poll: Cell<bool>,
+    /// The task being polled: its kind and who woke it (`task/roam.rs`).
+    pub(crate) running: Cell<Option<RunningTask>>,
     /// Counts polls down to the next timed one (`stats/histogram.rs`).
     poll_sample: Cell<u32>,
     /// The ring-pressure warning went out (once per shard).
@@ -124,6 +135,7 @@ impl Worker {
             steal: RefCell::new(StealState::new(id, n)),
             recv_pool: RefCell::new(crate::buf::ring::ShardPool::Untried),
             in_poll: Cell::new(false),
+            running: Cell::new(None),
             poll_sample: Cell::new(1),
             ring_warned: Cell::new(false),
             poll_clock: Cell::new(0),
@@ -399,6 +411,11 @@ impl Worker {
             }
         }
         self.in_poll.set(true);
+        let meta = r.metadata();
+        let outer = self.running.replace(Some(RunningTask {
+            kind: meta.kind,
+            woken_by: meta.woken_by(),
+        }));
         let stall = self.shared.stall.as_deref();
         if let Some(sink) = stall {
             let meta = r.metadata();
@@ -427,6 +444,7 @@ impl Worker {
             }
         }
         self.in_poll.set(false);
+        self.running.set(outer);
         if res.is_err() {
             Counters::bump_local(&counters.tasks_panicked);
         }

@@ -1,7 +1,7 @@
 //! Per-task metadata stored in the `async-task` header.
 
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::run_state::RunState;
@@ -34,7 +34,14 @@ pub(crate) struct TaskMeta {
     #[cfg(feature = "tracing")]
     pub(crate) span: tracing::Span,
     aborted: AtomicBool,
+    /// The shard whose thread last scheduled the task (`NOT_A_SHARD` when
+    /// a thread outside the runtime did), for [`roam`](crate::task::roam).
+    woken_by: AtomicUsize,
 }
+
+/// `TaskMeta::woken_by` of a wake from a thread that is no shard of the
+/// task's runtime (the blocking pool, another runtime, a plain thread).
+pub(crate) const NOT_A_SHARD: usize = usize::MAX;
 
 impl std::fmt::Debug for TaskMeta {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,7 +72,21 @@ impl TaskMeta {
             #[cfg(feature = "tracing")]
             span: task_span(kind, home, key, location),
             aborted: AtomicBool::new(false),
+            woken_by: AtomicUsize::new(home),
         }
+    }
+
+    /// Records who scheduled the task: shard `by`, or `NOT_A_SHARD`.
+    /// Relaxed: read by the shard that runs the task, after the queue
+    /// hand-off that published the task itself.
+    pub(crate) fn set_woken_by(&self, by: usize) {
+        self.woken_by.store(by, Ordering::Relaxed);
+    }
+
+    /// The shard whose thread last scheduled the task, if one did.
+    pub(crate) fn woken_by(&self) -> Option<ShardId> {
+        let by = self.woken_by.load(Ordering::Relaxed);
+        (by != NOT_A_SHARD).then_some(by)
     }
 
     /// Requests cancellation: the flag is seen by the scheduler the next time

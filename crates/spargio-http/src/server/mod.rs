@@ -20,7 +20,13 @@
 //!   an HTTP/2 connection that a finishing stream wakes goes to the back
 //!   of the queue once, so the streams ready with it finish first and
 //!   their responses leave in one write (one `send` per batch, not per
-//!   response). A handler with heavy CPU work should move that work to a
+//!   response). A handler runs inside its connection's task until its
+//!   work comes from another shard ([`spargio::roam`]): a handler
+//!   waiting on a database pool shared by every shard, or on a channel
+//!   fed elsewhere, then goes on in a stealable task that runs where it
+//!   is woken, instead of paying a cross-shard wake per step; one that
+//!   answers at once or is woken on its own shard costs nothing more.
+//!   A handler with heavy CPU work should move that work to a
 //!   stealable task (`spawn_stealable`) or the blocking pool; connections
 //!   themselves are spread over the shards.
 //! * **Limits, on by default.** At most `max_connections` (10,000)

@@ -1,7 +1,9 @@
 //! Service adaptors: the peer address in each request's extensions, and
 //! hyper services served as tower services.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -58,7 +60,8 @@ where
 pub struct PeerAddr(pub SocketAddr);
 
 /// The user's service as one connection sees it: inserts the peer
-/// address into each request (when `peer` is set), bounds gRPC requests
+/// address into each request (when `peer` is set), runs the handler's
+/// future with [`spargio::roam`] (see [`Roaming`]), bounds gRPC requests
 /// by their `grpc-timeout` (`deadline.rs`) and counts requests in flight
 /// for the idle timeout (when `state` is set; `idle.rs`).
 #[derive(Clone, Debug)]
@@ -71,13 +74,16 @@ pub(crate) struct ConnService<S> {
 impl<S, B, RB> tower_service::Service<Request<B>> for ConnService<S>
 where
     S: tower_service::Service<Request<B>, Response = Response<RB>>,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    RB: Send + 'static,
 {
     type Response = Response<idle::TrackedBody<DeadlineBody<RB>>>;
-    type Error = S::Error;
-    type Future = TrackedFuture<DeadlineFuture<S::Future>>;
+    type Error = BoxError;
+    type Future = TrackedFuture<DeadlineFuture<Roaming<S::Future>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
@@ -90,8 +96,79 @@ where
         let deadline = deadline::begin(&req);
         TrackedFuture {
             in_flight: idle::begin(&self.state),
-            inner: DeadlineFuture::new(self.inner.call(req), deadline),
+            inner: DeadlineFuture::new(roaming(self.inner.call(req)), deadline),
         }
+    }
+}
+
+/// A handler's future run with [`spargio::roam`]: inside the connection's
+/// task (pinned to its session shard, where its socket's operations run)
+/// until it is woken from another shard, then in a stealable task that
+/// runs where its wakes come from.
+///
+/// A handler that answers at once, or whose wakes come from the
+/// connection's own shard, costs one box and no task. One that waits for
+/// work other shards do (a database pool whose connections live on every
+/// shard, a channel fed elsewhere) stops paying a cross-shard wake for
+/// each step of that work. Measured on the TechEmpower `/db` row with
+/// sqlx (`bench/README.md`).
+pub(crate) struct Roaming<F: Future<Output: BoxErr>> {
+    inner: spargio::Roam<ErrInto<F>>,
+}
+
+fn roaming<F>(fut: F) -> Roaming<F>
+where
+    F: Future<Output: BoxErr> + Send + 'static,
+{
+    Roaming {
+        inner: spargio::roam(ErrInto { fut }),
+    }
+}
+
+impl<F, R> Future for Roaming<F>
+where
+    F: Future<Output: BoxErr<Out = Result<R, BoxError>>> + Send + 'static,
+    R: Send + 'static,
+{
+    type Output = Result<R, BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // A cancelled handler (the runtime shut down while it was queued)
+        // ends its request with an error, as a dropped connection would.
+        Pin::new(&mut self.inner)
+            .poll(cx)
+            .map(|out| out.map_err(BoxError::from).and_then(|res| res))
+    }
+}
+
+/// A service's `Result` with its error boxed, so a handler's output can
+/// cross to the task the handler moves to whatever its error type.
+pub(crate) trait BoxErr {
+    type Out: Send + 'static;
+    fn box_err(self) -> Self::Out;
+}
+
+impl<R: Send + 'static, E: Into<BoxError>> BoxErr for Result<R, E> {
+    type Out = Result<R, BoxError>;
+
+    fn box_err(self) -> Self::Out {
+        self.map_err(Into::into)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// `fut` with its output's error boxed ([`BoxErr`]).
+    pub(crate) struct ErrInto<F> {
+        #[pin]
+        fut: F,
+    }
+}
+
+impl<F: Future<Output: BoxErr>> Future for ErrInto<F> {
+    type Output = <F::Output as BoxErr>::Out;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().fut.poll(cx).map(BoxErr::box_err)
     }
 }
 
