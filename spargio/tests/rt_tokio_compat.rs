@@ -421,3 +421,73 @@ fn handle_block_on_inside_a_task_panics_as_tokio_does_instead_of_hanging() {
         assert!(msg.contains("runtime"), "{msg}");
     });
 }
+
+/// An idle shard whose tokio runtime holds a live task (sqlx's pool keeps
+/// a maintenance task asleep on its timer) parks. It used to spin for
+/// good: each spin poll counted down to a turn of tokio, the turn ended
+/// the spin, and the next idle step started a fresh spin window (1M
+/// `epoll_wait`s a second, seen under a database benchmark).
+#[test]
+fn an_idle_shard_with_a_sleeping_tokio_task_parks() {
+    let _one = serial();
+    for backend in backends() {
+        let rt = RuntimeBuilder::new()
+            .shards(1)
+            .backend(backend)
+            .tokio_compat(true)
+            .build()
+            .unwrap();
+        let h = rt.handle();
+        spargio::block_on(
+            h.spawn_pinned(0, async {
+                // A tokio task that stays alive, asleep.
+                tokio::spawn(tokio::time::sleep(Duration::from_secs(3600)));
+                // Turns of tokio that wake nothing, then nothing to do.
+                for _ in 0..8 {
+                    spargio::time::sleep(Duration::from_millis(1)).await;
+                }
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        let parks = || h.stats_snapshot().totals.parks;
+        let before = parks();
+        // Parked (one park may last the whole wait): its count moves.
+        let deadline = std::time::Instant::now() + BOUND;
+        while parks() == before && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(parks() > before, "{backend:?}: the idle shard never parked");
+        // And it stays parked: a spinning shard would park again only at
+        // its next wake; give a spinner time to show, then read the CPU.
+        let cpu = |tid: &str| -> u64 {
+            let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+            let f: Vec<&str> = stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .collect();
+            f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+        };
+        let shard_tid = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
+                name.starts_with("spargio-shard")
+                    .then(|| e.file_name().into_string().unwrap())
+            })
+            .next()
+            .expect("the shard thread");
+        let t0 = cpu(&shard_tid);
+        std::thread::sleep(Duration::from_millis(300));
+        let used = cpu(&shard_tid) - t0;
+        // Clock ticks (10 ms): a spinning shard burns ~30 in 300 ms.
+        assert!(
+            used <= 10,
+            "{backend:?}: the idle shard used {used} ticks in 300 ms"
+        );
+        drop(rt);
+    }
+}

@@ -29,6 +29,10 @@ impl Worker {
     /// anyway before going through the full handshake in `park`.
     pub(super) fn idle(&self, polled: bool) -> bool {
         const HOT_POLLS: u32 = 32;
+        // A spin that ended for a turn of tokio that found nothing goes
+        // on where it was: restarting the window at each turn would never
+        // let it run out (`tokio_shard` module docs, step 3).
+        let carry = self.spin_since.take();
         if (!polled && self.poll_sources()) || self.steal_work() {
             return true;
         }
@@ -57,7 +61,9 @@ impl Worker {
         }
         // The spin's clock starts at its first check (`HOT_POLLS` polls
         // in), not here: most gaps end before that and need no clock read.
-        let mut start = None;
+        let mut start = if polled { carry } else { None };
+        // Carried over: its window is checked at every poll.
+        let carried = start.is_some();
         let mut published = false;
         let mut polls = 0u32;
         // Past `spinning::BACKOFF_AFTER`: one poll and one offer of the CPU
@@ -73,6 +79,11 @@ impl Worker {
                 spinning::pause_for(spinning::BACKOFF_GAP);
             }
             if self.poll_sources() || self.steal_work() {
+                if self.queue.is_empty(&self.me().lifo) && self.me().inject.is_empty() {
+                    // Only a turn of tokio is due.
+                    self.spin_since
+                        .set(Some(start.unwrap_or_else(Instant::now)));
+                }
                 break;
             }
             polls = polls.wrapping_add(1);
@@ -81,7 +92,7 @@ impl Worker {
                 // CPU from one with work to do. Offer it up each round.
                 std::thread::yield_now();
             }
-            if spin.is_zero() || backoff || polls % HOT_POLLS == 0 {
+            if spin.is_zero() || backoff || carried || polls % HOT_POLLS == 0 {
                 if !spin.is_zero() && !self.shared.oversubscribed && self.offer_cpu() {
                     // Another shard waits for this CPU (`share_cpu.rs`).
                     spin = Duration::ZERO;

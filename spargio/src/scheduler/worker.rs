@@ -90,6 +90,9 @@ pub(crate) struct Worker {
     /// The shard's shared receive pool (`buf/ring.rs`, `shard_pool`).
     pub(crate) recv_pool: RefCell<crate::buf::ring::ShardPool>,
     in_poll: Cell<bool>,
+    /// Where the idle spin in progress began, carried over a turn of
+    /// tokio (`park.rs`).
+    pub(super) spin_since: Cell<Option<Instant>>,
     /// The task being polled: its kind and who woke it (`task/roam.rs`).
     pub(crate) running: Cell<Option<RunningTask>>,
     /// Counts polls down to the next timed one (`stats/histogram.rs`).
@@ -135,6 +138,7 @@ impl Worker {
             steal: RefCell::new(StealState::new(id, n)),
             recv_pool: RefCell::new(crate::buf::ring::ShardPool::Untried),
             in_poll: Cell::new(false),
+            spin_since: Cell::new(None),
             running: Cell::new(None),
             poll_sample: Cell::new(1),
             ring_warned: Cell::new(false),

@@ -37,7 +37,15 @@
 //!    answer it waits for. Measured on the TechEmpower rows with sqlx
 //!    (2 shards, wrk and PostgreSQL on the same 2 CPUs): spinning made
 //!    9.5 `epoll_wait`s and 5 `sched_yield`s per `/queries` request.
-//!    A spin that sees a turn due ends (tokio's work is work).
+//!    A spin that sees a turn due ends (tokio's work is work), and a spin
+//!    that ended only for a turn that found nothing goes on with its
+//!    window where it was (`Worker::spin_since`): restarted at each turn,
+//!    with tokio tasks alive (the gap then stops at `MAX_GAP_WITH_TASKS`)
+//!    the window never ran out and an idle shard never parked (1M
+//!    `epoll_wait`s a second on one core; sqlx's pool keeps a maintenance
+//!    task alive, asleep). On a core of its own, the spin is what keeps
+//!    the database's answers cheap to take: parking there instead cost
+//!    the split `/fortunes` row 12% of its throughput.
 //! 4. **Parks.** An idle shard's park step hands its wait to the loop,
 //!    which prepares the driver's wait, registers its driver's wake fd
 //!    (`driver/uring/outside.rs`, `driver/epoll/outside.rs`) with tokio's
