@@ -6,8 +6,11 @@
 #   ROUNDS=1 DURATION=2 MODES=shared scripts/db_bench.sh   # a quick pass
 #   DATABASE_URL=postgres://... PG_PID=1234 scripts/db_bench.sh
 #
-# Servers (db_server --runtime ...), each with the same pool of POOL
-# database connections, all opened before the run:
+# Servers (db_server --runtime ...), each with the same pool of database
+# connections, all opened before the run. Pool sizes (POOLS, space-
+# separated, each run in turn; default "workers 16"): a number, or
+# `workers`: one connection per server worker, as TechEmpower's own axum
+# entry sizes it (1 in split mode, WORKERS in shared mode).
 # - spargio:    spargio_http::serve, sqlx PgPool on spargio's tokio-compat.
 # - spargio-pg: spargio_http::serve, tokio-postgres over spargio's own
 #               sockets (queries of a request pipelined on one connection).
@@ -47,7 +50,7 @@
 # end-of-run resets of its connections explain.
 #
 # Env: MODES, ROWS (a regex on the row labels; all), ROUNDS (3), DURATION (seconds per run, 4), WORKERS (2, the
-# shared mode's), POOL (16), CONNS (64), PLAINTEXT_CONNS (256), DEPTH
+# shared mode's), POOLS ("workers 16"; POOL=n is POOLS=n), CONNS (64), PLAINTEXT_CONNS (256), DEPTH
 # (pipelining depth of /plaintext, 16), PORT (18084; the three servers use
 # PORT, PORT+1, PORT+2), DATABASE_URL, PG_PID.
 set -euo pipefail
@@ -58,7 +61,7 @@ MODES="${MODES:-split shared}"
 ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-4}"
 WORKERS="${WORKERS:-2}"
-POOL="${POOL:-16}"
+POOLS="${POOLS:-${POOL:-workers 16}}"
 CONNS="${CONNS:-64}"
 PLAINTEXT_CONNS="${PLAINTEXT_CONNS:-256}"
 DEPTH="${DEPTH:-16}"
@@ -189,7 +192,7 @@ start_server() {
     local rt="$1" port
     port="$(port_of "$rt")"
     launch_server "$rt" 200 " on port $port" \
-        "$bin" --runtime "$rt" --port "$port" --workers "$workers" --pool "$POOL"
+        "$bin" --runtime "$rt" --port "$port" --workers "$workers" --pool "$pool"
 }
 
 # check_server (bench_lib.sh): GET /plaintext, and a server that wrote to
@@ -245,16 +248,19 @@ busy() { ps -eo comm= | grep -cxE 'rustc|cc1|cc1plus|ld|cargo' || true; }
 title="TechEmpower shapes with PostgreSQL: spargio (sqlx), spargio-pg (tokio-postgres over spargio sockets), tokio (sqlx)"
 echo "# $title"
 echo "# $pg_note; DATABASE_URL=$DATABASE_URL"
-echo "# ROUNDS=$ROUNDS DURATION=${DURATION}s MODES='$MODES' POOL=$POOL CONNS=$CONNS PLAINTEXT_CONNS=$PLAINTEXT_CONNS; per run: req/s, p99, server CPU µs/req, PostgreSQL CPU µs/req"
-report="## $title (ROUNDS=$ROUNDS, DURATION=${DURATION}s, pool $POOL, wrk -c$CONNS (plaintext -c$PLAINTEXT_CONNS, pipelined ×$DEPTH); medians; ratios: of the medians, and their range over the rounds)"
+echo "# ROUNDS=$ROUNDS DURATION=${DURATION}s MODES='$MODES' POOLS='$POOLS' CONNS=$CONNS PLAINTEXT_CONNS=$PLAINTEXT_CONNS; per run: req/s, p99, server CPU µs/req, PostgreSQL CPU µs/req"
+report="## $title (ROUNDS=$ROUNDS, DURATION=${DURATION}s, pools $POOLS, wrk -c$CONNS (plaintext -c$PLAINTEXT_CONNS, pipelined ×$DEPTH); medians; ratios: of the medians, and their range over the rounds)"
 report+=$'\n\n'"$pg_note; $(nproc) CPUs, $(uname -r)."
 busy_runs=0
 total_runs=0
+for pool_spec in $POOLS; do
 for mode in $MODES; do
     set_mode "$mode"
+    pool="$pool_spec"
+    [ "$pool" = workers ] && pool="$workers"
     pin_pg "$pg_cpus"
     echo
-    echo "# $(mode_title "$mode")"
+    echo "# $(mode_title "$mode"); pool $pool"
     table="| row | spargio req/s | spargio-pg req/s | tokio req/s | spargio CPU µs/req | spargio-pg CPU µs/req | tokio CPU µs/req | req/s spargio/tokio | req/s spargio-pg/tokio | CPU/req spargio/tokio | CPU/req spargio-pg/tokio | PostgreSQL CPU µs/req (spargio / spargio-pg / tokio) |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for row in "${rows[@]}"; do
@@ -302,7 +308,8 @@ for mode in $MODES; do
         done
         table+=$'\n'"$row_md"
     done
-    report+=$'\n\n'"### $(mode_title "$mode")"$'\n\n'"$table"
+    report+=$'\n\n'"### $(mode_title "$mode"); pool of $pool ($pool_spec)"$'\n\n'"$table"
+done
 done
 if [ "$busy_runs" -gt 0 ]; then
     report+=$'\n\n'"Another build (rustc, cc, ld or cargo) was running during $busy_runs of $total_runs runs."

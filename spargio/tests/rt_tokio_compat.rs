@@ -491,3 +491,46 @@ fn an_idle_shard_with_a_sleeping_tokio_task_parks() {
         drop(rt);
     }
 }
+
+/// Operators see each shard's tokio runtime: its live tasks and queue in
+/// `stats_snapshot` and the Prometheus text, and the shard's turns of it.
+#[test]
+fn stats_show_each_shards_tokio_tasks_and_turns() {
+    let _one = serial();
+    let rt = RuntimeBuilder::new()
+        .shards(2)
+        .tokio_compat(true)
+        .build()
+        .unwrap();
+    let h = rt.handle();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    spargio::block_on(
+        h.spawn_pinned(1, async move {
+            tokio::spawn(async move {
+                let _ = rx.await;
+            });
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    let s = h.stats_snapshot();
+    assert_eq!(s.shards[1].tokio_alive_tasks, 1);
+    assert_eq!(s.shards[0].tokio_alive_tasks, 0);
+    assert!(s.shards[1].counters.tokio_turns > 0, "{:?}", s.shards[1]);
+    let text = s.to_prometheus_text();
+    assert!(
+        text.contains("spargio_tokio_alive_tasks{shard=\"1\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE spargio_tokio_turns_total counter"));
+    tx.send(()).unwrap();
+    let deadline = std::time::Instant::now() + BOUND;
+    while h.stats_snapshot().shards[1].tokio_alive_tasks != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tokio task never ended"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

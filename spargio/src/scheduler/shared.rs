@@ -73,6 +73,10 @@ pub(crate) struct ShardShared {
     /// The shard's shared receive pool once registered, for its stats
     /// (weak: the worker owns it).
     pub(crate) recv_pool: OnceLock<std::sync::Weak<crate::buf::ring::BufRing>>,
+    /// The shard's tokio runtime (feature `tokio-compat`), for its
+    /// counters in `stats`.
+    #[cfg(feature = "tokio-compat")]
+    pub(crate) tokio: OnceLock<tokio::runtime::Handle>,
 }
 
 impl ShardShared {
@@ -100,6 +104,8 @@ impl ShardShared {
             ring_refusal: OnceLock::new(),
             timers: ShardTimers::new(),
             recv_pool: OnceLock::new(),
+            #[cfg(feature = "tokio-compat")]
+            tokio: OnceLock::new(),
         }
     }
 
@@ -359,6 +365,15 @@ impl Shared {
                     .and_then(std::sync::Weak::upgrade)
                     .map_or(0, |pool| pool.held()),
                 ..ShardStats::default()
+            };
+            #[cfg(feature = "tokio-compat")]
+            let view = match shard.tokio.get().map(tokio::runtime::Handle::metrics) {
+                Some(m) => ShardStats {
+                    tokio_alive_tasks: m.num_alive_tasks(),
+                    tokio_queue_depth: m.global_queue_depth(),
+                    ..view
+                },
+                None => view,
             };
             let (poll_time_buckets, poll_time_sum_ns) = shard.poll_times.snapshot();
             let view = ShardStats {

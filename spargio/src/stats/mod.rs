@@ -126,6 +126,10 @@ counters! {
         /// Nanoseconds the shard spent blocked in the kernel (the rest of
         /// its life it ran tasks, reaped or spun).
         parked_ns,
+        /// Turns of the shard's tokio runtime (feature `tokio-compat`): its
+        /// ready tasks run and its reactor polled without blocking, between
+        /// two passes of the shard loop.
+        tokio_turns,
         /// Idle spins this shard ended early because another shard of the
         /// runtime was waiting for its CPU (the kernel had put both on one
         /// CPU); the shard parked so the other could run.
@@ -248,6 +252,13 @@ pub struct ShardStats {
     /// Timer slots the wheel's storage holds (it shrinks back after a
     /// storm of timers is gone).
     pub timer_capacity: usize,
+    /// Tasks alive on the shard's tokio runtime (feature `tokio-compat`:
+    /// spawned with `tokio::spawn` from this shard, not yet ended; 0
+    /// without the feature).
+    pub tokio_alive_tasks: usize,
+    /// Tasks queued on the shard's tokio runtime from other threads and
+    /// not yet picked up by one of its turns.
+    pub tokio_queue_depth: usize,
     /// Sampled poll durations (one poll in 64 is timed): bucket `i` counts
     /// polls shorter than 2^i µs (and at least 2^(i-1)), the last one the
     /// rest (about a second and longer).

@@ -85,6 +85,16 @@ const SHARD_GAUGES: &[ShardGauge] = &[
         |s| s.recv_pool_held as u64,
     ),
     (
+        "spargio_tokio_alive_tasks",
+        "Tasks alive on the shard's tokio runtime (feature tokio-compat).",
+        |s| s.tokio_alive_tasks as u64,
+    ),
+    (
+        "spargio_tokio_queue_depth",
+        "Tasks queued on the shard's tokio runtime from other threads.",
+        |s| s.tokio_queue_depth as u64,
+    ),
+    (
         "spargio_ring_sq_entries",
         "Submission queue entries of the shard's ring (0 on epoll).",
         |s| u64::from(s.ring.sq_entries),

@@ -86,6 +86,7 @@ use tokio::io::Interest;
 
 use super::context;
 use super::worker::Worker;
+use crate::stats::Counters;
 
 /// Longest gap, in loop turns, between two turns of an unused tokio
 /// runtime while the shard is busy.
@@ -442,6 +443,7 @@ impl Worker {
                 }
                 t.alive_seen.set(alive);
             } else if t.metrics.global_queue_depth() > 0 {
+                Counters::bump_local(&self.counters().tokio_turns);
                 t.turn();
             }
         }
@@ -454,6 +456,7 @@ impl Worker {
                 if t.looping.get() {
                     t.want_turn.set(true);
                 } else {
+                    Counters::bump_local(&self.counters().tokio_turns);
                     t.turn();
                 }
             }
@@ -554,6 +557,7 @@ impl Worker {
             .and_then(|fd| ShardTokio::new(rt, fd, doorbell))
             .unwrap_or_else(|err| panic!("spargio shard {}: tokio runtime: {err}", self.id));
         let handle = t.rt.handle().clone();
+        let _ = self.me().tokio.set(handle.clone());
         *self.tokio.borrow_mut() = Some(t);
         Some(handle)
     }

@@ -81,6 +81,7 @@ impl Worker {
                 // tokio's turn: its ready tasks, its reactor with a zero
                 // timeout, then this future again.
                 *fresh = false;
+                Counters::bump_local(&self.counters().tokio_turns);
                 t.begin_turn();
                 t.yielded.set(true);
                 let mut y = std::pin::pin!(tokio::task::yield_now());
