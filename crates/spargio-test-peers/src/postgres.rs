@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
@@ -48,7 +49,10 @@ pub struct PostgresInstance {
     bin: PathBuf,
     dir: PathBuf,
     port: u16,
-    pid: u32,
+    /// The postmaster's pid (a new one after [`restart`](Self::restart)).
+    pid: AtomicU32,
+    /// Unix (uid, gid) the server runs as, when run as root.
+    ids: Option<(u32, u32)>,
     schema: Once,
 }
 
@@ -121,49 +125,67 @@ impl PostgresInstance {
             ));
         }
 
-        let server_log = dir.join("postgres.log");
         let mut last_error = String::new();
         for _ in 0..ATTEMPTS {
             let port = server::free_port().map_err(|e| format!("find a free port: {e}"))?;
-            let mut cmd = Command::new(bin.join("postgres"));
-            cmd.arg("-D")
-                .arg(&data)
-                .arg("-k")
-                .arg(&dir)
-                .args(["-p", &port.to_string()])
-                .args(["-c", &format!("listen_addresses={HOST}")])
-                .args(["-c", "fsync=off"])
-                .args(["-c", "synchronous_commit=off"])
-                .args(["-c", "full_page_writes=off"])
-                .args(["-c", "max_connections=200"])
-                .stdout(log(&server_log)?)
-                .stderr(log(&server_log)?);
-            server_env(&mut cmd, &dir, ids);
-            // SIGQUIT: immediate shutdown; the data is thrown away anyway.
-            let pid = server::spawn(cmd, libc::SIGQUIT)
-                .map_err(|e| format!("spawn {}: {e}", bin.join("postgres").display()))?;
             let pg = PostgresInstance {
                 bin: bin.clone(),
                 dir: dir.clone(),
                 port,
-                pid,
+                pid: AtomicU32::new(0),
+                ids,
                 schema: Once::new(),
             };
-            match server::wait_until("postgres", pid, &server_log, READY_TIMEOUT, || {
-                pg.is_ready()
-            }) {
+            match pg.launch() {
                 Ok(()) => {
                     let out = pg.client("createdb").arg(DBNAME).output();
                     check("createdb", out)?;
                     return Ok(pg);
                 }
-                Err(e) => {
-                    server::stop(pid);
-                    last_error = e;
-                }
+                Err(e) => last_error = e,
             }
         }
         Err(last_error)
+    }
+
+    /// Starts the postmaster on `self.port` over the data dir and waits
+    /// until it accepts connections.
+    fn launch(&self) -> Result<(), String> {
+        let server_log = self.dir.join("postgres.log");
+        let log = |path: &Path| server::log_file(path).map_err(|e| format!("{path:?}: {e}"));
+        let mut cmd = Command::new(self.bin.join("postgres"));
+        cmd.arg("-D")
+            .arg(self.dir.join("data"))
+            .arg("-k")
+            .arg(&self.dir)
+            .args(["-p", &self.port.to_string()])
+            .args(["-c", &format!("listen_addresses={HOST}")])
+            .args(["-c", "fsync=off"])
+            .args(["-c", "synchronous_commit=off"])
+            .args(["-c", "full_page_writes=off"])
+            .args(["-c", "max_connections=200"])
+            .stdout(log(&server_log)?)
+            .stderr(log(&server_log)?);
+        server_env(&mut cmd, &self.dir, self.ids);
+        // SIGQUIT: immediate shutdown; the data is thrown away anyway.
+        let pid = server::spawn(cmd, libc::SIGQUIT)
+            .map_err(|e| format!("spawn {}: {e}", self.bin.join("postgres").display()))?;
+        self.pid.store(pid, Ordering::SeqCst);
+        server::wait_until("postgres", pid, &server_log, READY_TIMEOUT, || {
+            self.is_ready()
+        })
+        .inspect_err(|_| server::stop(pid))
+    }
+
+    /// Kills the server at once (`SIGQUIT`: every backend drops its
+    /// connection, as in a crash), keeps it down for `down`, then starts
+    /// it again on the same port and data, and waits until it accepts
+    /// connections. For tests of clients that must survive a database
+    /// restart.
+    pub fn restart(&self, down: Duration) -> Result<(), String> {
+        server::stop(self.pid.load(Ordering::SeqCst));
+        std::thread::sleep(down);
+        self.launch()
     }
 
     /// `pg_isready`: the server accepts connections (not just TCP ones:
@@ -223,7 +245,7 @@ impl PostgresInstance {
 
     /// The postmaster's pid.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.pid.load(Ordering::SeqCst)
     }
 
     /// Runs `sql` with `psql` (`-X -q -At -v ON_ERROR_STOP=1 -c SQL`) in
