@@ -217,3 +217,31 @@ fn rustix_write(fd: &OwnedFd, data: &[u8]) {
     let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
     assert_eq!(n, data.len() as isize);
 }
+
+/// A task that calls tokio's runtime where there is none (the feature
+/// `tokio-compat` off, or the runtime built with it off) fails with
+/// tokio's message and the fix.
+#[test]
+fn calling_tokio_without_its_runtime_fails_naming_the_fix() {
+    let builder = spargio::RuntimeBuilder::new().shards(1);
+    #[cfg(feature = "tokio-compat")]
+    let builder = builder.tokio_compat(false);
+    let rt = builder.build().unwrap();
+    let task = rt
+        .handle()
+        .spawn_pinned(0, async {
+            tokio::spawn(async {});
+        })
+        .unwrap();
+    let err = spargio::block_on(task).unwrap_err();
+    assert!(err.is_panic());
+    let payload = err.into_panic();
+    let msg = payload
+        .downcast_ref::<String>()
+        .expect("the explained message");
+    assert!(msg.contains("Tokio 1.x runtime"), "{msg}");
+    assert!(
+        msg.contains("tokio-compat") || msg.contains("tokio_compat(false)"),
+        "{msg}"
+    );
+}

@@ -54,15 +54,56 @@ impl<F: Future> Harness<'_, F> {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
+        let meta = self.meta;
         // SAFETY: `fut` is structurally pinned: it is never moved out of the
         // harness, and `Drop` drops it in place.
         let fut = unsafe { self.map_unchecked_mut(|h| &mut *h.fut) };
         match catch_unwind(AssertUnwindSafe(|| fut.poll(cx))) {
             Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
             Ok(Poll::Pending) => Poll::Pending,
-            Err(payload) => Poll::Ready(Err(payload)),
+            Err(payload) => Poll::Ready(Err(explain_tokio_panic(payload, meta))),
         }
     }
+}
+
+/// The fix for tokio's "must be called from the context of a Tokio 1.x
+/// runtime", which a task meets when it calls tokio's runtime (a crate
+/// built on tokio: sqlx, tower's timeout, `tokio::fs`) on a runtime without
+/// one. Both this payload (read by the `JoinHandle`) and, once per
+/// process, stderr say it: the client of a server otherwise sees only a
+/// dropped connection.
+fn explain_tokio_panic(payload: Panic, meta: &TaskMeta) -> Panic {
+    const TOKIO: &str = "Tokio 1.x runtime";
+    let msg = match (
+        payload.downcast_ref::<&str>(),
+        payload.downcast_ref::<String>(),
+    ) {
+        (Some(s), _) => *s,
+        (_, Some(s)) => s.as_str(),
+        _ => return payload,
+    };
+    if !msg.contains(TOKIO) {
+        return payload;
+    }
+    #[cfg(feature = "tokio-compat")]
+    let fix = if meta.shared.config.tokio_compat {
+        return payload;
+    } else {
+        "this runtime was built with tokio's runtime off (`RuntimeBuilder::tokio_compat(false)` \
+         or SPARGIO_TOKIO_COMPAT=0): leave it on"
+    };
+    #[cfg(not(feature = "tokio-compat"))]
+    let fix = {
+        let _ = meta;
+        "build spargio with the feature `tokio-compat` (and `spargio-http`'s, if you use it)"
+    };
+    let explained = format!(
+        "{msg}\n(spargio: a task called tokio's runtime where there is none; to run \
+         tokio's runtime APIs and the crates built on them inside spargio tasks, {fix})"
+    );
+    static TOLD: std::sync::Once = std::sync::Once::new();
+    TOLD.call_once(|| eprintln!("{explained}"));
+    Box::new(explained)
 }
 
 impl<F> Drop for Harness<'_, F> {
