@@ -245,7 +245,17 @@ impl TestServer {
         configure: impl FnOnce(Serve<Router>) -> Serve<Router> + Send + 'static,
         grace: Duration,
     ) -> TestServer {
-        let rt = Runtime::builder().shards(2).build().expect("runtime");
+        TestServer::start_on(Runtime::builder().shards(2), make_app, configure, grace)
+    }
+
+    /// [`TestServer::start_with`] on a runtime `builder` makes.
+    pub fn start_on(
+        builder: spargio::RuntimeBuilder,
+        make_app: impl FnOnce(AppState) -> Router,
+        configure: impl FnOnce(Serve<Router>) -> Serve<Router> + Send + 'static,
+        grace: Duration,
+    ) -> TestServer {
+        let rt = builder.build().expect("runtime");
         let handle = rt.handle();
         let state = AppState::default();
         let app = make_app(state.clone());
