@@ -41,7 +41,7 @@ use spargio_bench::server::ready;
 #[path = "../db/mod.rs"]
 mod db;
 
-use db::store::{self, Db, PgClients};
+use db::store::{self, Db};
 
 const USAGE: &str =
     "usage: DATABASE_URL=postgres://... db_server --runtime <spargio|spargio-pg|tokio> \
@@ -137,7 +137,7 @@ fn serve_spargio(args: Args) -> io::Result<()> {
     spargio::block_on(spargio::run_with(builder, move |handle| async move {
         let db = if args.runtime == "spargio-pg" {
             Db::Pg(
-                PgClients::connect(&handle, &args.url, args.pool)
+                store::pg_pool(&handle, &args.url, args.pool)
                     .await
                     .map_err(io::Error::other)?,
             )

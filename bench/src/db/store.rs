@@ -10,24 +10,22 @@
 //!   sqlx prepares each once per connection and caches it. A request
 //!   holds one connection for all its queries, run one after another (a
 //!   sqlx connection answers one query at a time).
-//! - tokio-postgres (`PgPool::connect`): `pool` connections made with
-//!   `connect_raw` over `spargio::io::Compat<TcpStream>` (NoTls), spread
-//!   over the shards; each one's `Connection` future is a task pinned to
-//!   its shard, its statements prepared once. A request takes the next
-//!   client of its own shard (round robin) and sends its queries at once:
-//!   tokio-postgres pipelines the queries of one client, so `/queries`
-//!   costs one round trip however many rows it reads.
+//! - tokio-postgres through `spargio_postgres::Pool` (the path the book
+//!   offers): `pool / shards` shared connections per shard (rounded up),
+//!   each opened on its shard over spargio's own sockets. A request takes
+//!   the next shared client of its own shard, its statements from the
+//!   connection's cache, and sends its queries at once: tokio-postgres
+//!   pipelines the queries of one client, so `/queries` costs one round
+//!   trip however many rows it reads.
 
-use std::cell::Cell;
 use std::fmt;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures_util::future::try_join_all;
-use spargio::io::Compat;
-use spargio::{RuntimeHandle, ShardCtx};
+use spargio::RuntimeHandle;
+use spargio_postgres::Pool;
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use tokio_postgres::{Client, NoTls, Statement};
 
 use super::{Fortune, World};
 
@@ -63,6 +61,12 @@ impl From<tokio_postgres::Error> for DbError {
     }
 }
 
+impl From<spargio_postgres::Error> for DbError {
+    fn from(e: spargio_postgres::Error) -> DbError {
+        DbError(e.to_string())
+    }
+}
+
 impl From<std::io::Error> for DbError {
     fn from(e: std::io::Error) -> DbError {
         DbError(format!("io: {e}"))
@@ -78,7 +82,7 @@ impl IntoResponse for DbError {
 /// Where the rows come from.
 pub enum Db {
     Sqlx(PgPool),
-    Pg(PgClients),
+    Pg(Pool),
 }
 
 impl Db {
@@ -92,9 +96,10 @@ impl Db {
                     .await?;
                 Ok(World { id, random_number })
             }
-            Db::Pg(clients) => {
-                let pg = clients.pick();
-                let row = pg.client.query_one(&pg.world, &[&id]).await?;
+            Db::Pg(pool) => {
+                let pg = pool.client().await?;
+                let world = pg.prepare_cached(WORLD_SQL).await?;
+                let row = pg.query_one(&world, &[&id]).await?;
                 Ok(World {
                     id: row.try_get(0)?,
                     random_number: row.try_get(1)?,
@@ -118,13 +123,13 @@ impl Db {
                 }
                 Ok(worlds)
             }
-            Db::Pg(clients) => {
-                let pg = clients.pick();
-                let rows = try_join_all(
-                    ids.iter()
-                        .map(|id| async move { pg.client.query_one(&pg.world, &[id]).await }),
-                )
-                .await?;
+            Db::Pg(pool) => {
+                let pg = pool.client().await?;
+                let world = pg.prepare_cached(WORLD_SQL).await?;
+                let (pg, world) = (&pg, &world);
+                let rows =
+                    try_join_all(ids.iter().map(|id| async move { pg.query_one(world, &[id]).await }))
+                        .await?;
                 rows.iter()
                     .map(|row| {
                         Ok(World {
@@ -149,9 +154,10 @@ impl Db {
                     .map(|(id, message)| Fortune { id, message })
                     .collect())
             }
-            Db::Pg(clients) => {
-                let pg = clients.pick();
-                let rows = pg.client.query(&pg.fortune, &[]).await?;
+            Db::Pg(pool) => {
+                let pg = pool.client().await?;
+                let fortune = pg.prepare_cached(FORTUNE_SQL).await?;
+                let rows = pg.query(&fortune, &[]).await?;
                 rows.iter()
                     .map(|row| {
                         Ok(Fortune {
@@ -175,9 +181,10 @@ impl Db {
                     .execute(pool)
                     .await?;
             }
-            Db::Pg(clients) => {
-                let pg = clients.pick();
-                pg.client.execute(&pg.update, &[&ids, &numbers]).await?;
+            Db::Pg(pool) => {
+                let pg = pool.client().await?;
+                let update = pg.prepare_cached(UPDATE_SQL).await?;
+                pg.execute(&update, &[&ids, &numbers]).await?;
             }
         }
         Ok(())
@@ -194,87 +201,32 @@ pub fn sqlx_pool(url: &str, pool: usize) -> Result<PgPool, DbError> {
         .connect_lazy(url)?)
 }
 
-/// One tokio-postgres connection with its statements.
-pub struct PgConn {
-    client: Client,
-    world: Statement,
-    fortune: Statement,
-    update: Statement,
-}
-
-/// The tokio-postgres pool: `per_shard[s]` are the connections whose
-/// socket and `Connection` task live on shard `s`.
-pub struct PgClients {
-    per_shard: Vec<Vec<PgConn>>,
-}
-
-thread_local! {
-    /// This thread's shard (`usize::MAX` until first asked) and its
-    /// round-robin position.
-    static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
-    static NEXT: Cell<usize> = const { Cell::new(0) };
-}
-
-impl PgClients {
-    /// Opens `pool` connections to `url`, connection `i` on shard
-    /// `i % shards`.
-    pub async fn connect(handle: &RuntimeHandle, url: &str, pool: usize) -> Result<Self, DbError> {
-        let config: tokio_postgres::Config = url.parse()?;
-        let host = match config.get_hosts().first() {
-            Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
-            _ => return Err(DbError("DATABASE_URL must name a TCP host".into())),
-        };
-        let port = config.get_ports().first().copied().unwrap_or(5432);
-        let shards = handle.shard_count();
-        let mut opening = Vec::with_capacity(pool);
-        for i in 0..pool {
-            let (handle2, config, host) = (handle.clone(), config.clone(), host.clone());
-            let shard = i % shards;
-            let task = handle.spawn_pinned(shard, async move {
-                let tcp = spargio::net::TcpStream::connect(&handle2, (host, port)).await?;
-                tcp.set_nodelay(true)?;
-                let (client, connection) = config.connect_raw(Compat::new(tcp), NoTls).await?;
-                handle2
-                    .spawn_pinned(shard, async move {
-                        if let Err(e) = connection.await {
-                            eprintln!("db_server: tokio-postgres connection: {e}");
-                        }
-                    })
-                    .map_err(|e| DbError(format!("spawn: {e}")))?;
-                let world = client.prepare(WORLD_SQL).await?;
-                let fortune = client.prepare(FORTUNE_SQL).await?;
-                let update = client.prepare(UPDATE_SQL).await?;
-                Ok::<_, DbError>(PgConn {
-                    client,
-                    world,
-                    fortune,
-                    update,
-                })
-            });
-            opening.push((shard, task.map_err(|e| DbError(format!("spawn: {e}")))?));
-        }
-        let mut per_shard: Vec<Vec<PgConn>> = (0..shards).map(|_| Vec::new()).collect();
-        for (shard, task) in opening {
-            let conn = task.await.map_err(|e| DbError(format!("join: {e}")))??;
-            per_shard[shard].push(conn);
-        }
-        Ok(PgClients { per_shard })
+/// The tokio-postgres pool: `pool` connections over the shards of
+/// `handle`'s runtime (rounded up to a whole number per shard), every
+/// statement prepared on each before the server reports ready.
+pub async fn pg_pool(handle: &RuntimeHandle, url: &str, pool: usize) -> Result<Pool, DbError> {
+    let shards = handle.shard_count();
+    let config: spargio_postgres::Config = url.parse()?;
+    let pg = Pool::builder(config)
+        .per_shard(pool.div_ceil(shards))
+        .open(handle)
+        .await?;
+    let mut warming = Vec::new();
+    for shard in 0..shards {
+        let pg = pg.clone();
+        let task = handle.spawn_pinned(shard, async move {
+            for _ in 0..pool.div_ceil(shards) {
+                let client = pg.client().await?;
+                for sql in [WORLD_SQL, FORTUNE_SQL, UPDATE_SQL] {
+                    client.prepare_cached(sql).await?;
+                }
+            }
+            Ok::<_, DbError>(())
+        });
+        warming.push(task.map_err(|e| DbError(format!("spawn: {e}")))?);
     }
-
-    /// The next connection of the calling shard (shard 0's outside one).
-    fn pick(&self) -> &PgConn {
-        let mut shard = SHARD.get();
-        if shard == usize::MAX {
-            shard = ShardCtx::current().map_or(0, |ctx| ctx.shard_id());
-            SHARD.set(shard);
-        }
-        let conns = self
-            .per_shard
-            .get(shard)
-            .filter(|c| !c.is_empty())
-            .unwrap_or(&self.per_shard[0]);
-        let next = NEXT.get();
-        NEXT.set(next.wrapping_add(1));
-        &conns[next % conns.len()]
+    for task in warming {
+        task.await.map_err(|e| DbError(format!("join: {e}")))??;
     }
+    Ok(pg)
 }
