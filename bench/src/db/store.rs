@@ -127,9 +127,11 @@ impl Db {
                 let pg = pool.client().await?;
                 let world = pg.prepare_cached(WORLD_SQL).await?;
                 let (pg, world) = (&pg, &world);
-                let rows =
-                    try_join_all(ids.iter().map(|id| async move { pg.query_one(world, &[id]).await }))
-                        .await?;
+                let rows = try_join_all(
+                    ids.iter()
+                        .map(|id| async move { pg.query_one(world, &[id]).await }),
+                )
+                .await?;
                 rows.iter()
                     .map(|row| {
                         Ok(World {
