@@ -76,6 +76,12 @@ pub struct TaskSnapshot {
 pub struct TaskDump {
     /// The tasks, by home shard, then by registry slot.
     pub tasks: Vec<TaskSnapshot>,
+    /// Per shard, the tasks alive on its tokio runtime (spawned with
+    /// `tokio::spawn` there, not yet ended): the count tokio keeps (feature
+    /// `tokio-compat`; empty without it). They are not in `tasks`: tokio
+    /// tells where a task was spawned only to a build with
+    /// `--cfg tokio_unstable`.
+    pub tokio_tasks: Vec<usize>,
 }
 
 impl TaskDump {
@@ -101,6 +107,9 @@ impl fmt::Display for TaskDump {
     /// One line per spawn location (count, location), then one per task.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{} live tasks", self.tasks.len())?;
+        for (shard, n) in self.tokio_tasks.iter().enumerate() {
+            writeln!(f, "{n:>8}  tokio tasks alive on shard {shard}")?;
+        }
         for (loc, n) in self.by_location() {
             writeln!(f, "{n:>8}  {loc}")?;
         }
@@ -122,6 +131,18 @@ impl fmt::Display for TaskDump {
 }
 
 impl Shared {
+    /// Each shard's live tokio tasks (feature `tokio-compat`).
+    fn tokio_alive_tasks(&self) -> Vec<usize> {
+        #[cfg(feature = "tokio-compat")]
+        return self
+            .shards
+            .iter()
+            .map(|s| s.tokio.get().map_or(0, |t| t.metrics().num_alive_tasks()))
+            .collect();
+        #[cfg(not(feature = "tokio-compat"))]
+        Vec::new()
+    }
+
     /// Walks every registry (module docs).
     pub(crate) fn dump_tasks(&self) -> TaskDump {
         let now = coarse_ns();
@@ -151,6 +172,9 @@ impl Shared {
                 });
             });
         }
-        TaskDump { tasks }
+        TaskDump {
+            tasks,
+            tokio_tasks: self.tokio_alive_tasks(),
+        }
     }
 }

@@ -59,6 +59,7 @@ pub use dump::{TaskDump, TaskSnapshot, TaskSnapshotKind, TaskState};
 pub(crate) use crate::time::clock::{coarse_ns, precise_ns};
 
 pub(crate) use sink::Sink;
+pub(crate) use slot::TOKIO;
 pub(crate) use watcher::Watcher;
 
 use std::fmt;
@@ -83,6 +84,21 @@ pub enum StallReport {
         spawned_at: &'static Location<'static>,
         /// The poll had not returned when this was reported (it ran for
         /// ten thresholds, or at least a second); it is not reported again.
+        ongoing: bool,
+    },
+    /// Tasks of `shard`'s tokio runtime (feature `tokio-compat`: spawned
+    /// with `tokio::spawn` on that shard) held its thread for `duration`
+    /// in one stretch between two of the shard's own polls.
+    Tokio {
+        /// The shard whose thread was held.
+        shard: ShardId,
+        /// How long the tokio tasks ran (`ongoing`: so far).
+        duration: Duration,
+        /// Where the blocking tokio task was spawned: known only in a
+        /// build with `--cfg tokio_unstable` (tokio's task hooks), where
+        /// each tokio task's poll is timed on its own.
+        spawned_at: Option<&'static Location<'static>>,
+        /// The stretch had not ended when this was reported.
         ongoing: bool,
     },
     /// A blocking-pool job waited in the queue for `waited` before a
@@ -115,6 +131,30 @@ impl fmt::Display for StallReport {
                     "was held by"
                 }
             ),
+            StallReport::Tokio {
+                shard,
+                duration,
+                spawned_at,
+                ongoing,
+            } => {
+                let held = if *ongoing {
+                    "is stuck in"
+                } else {
+                    "was held by"
+                };
+                write!(f, "shard {shard} {held} its tokio tasks for {duration:?}: ")?;
+                match spawned_at {
+                    Some(at) => write!(f, "the tokio task spawned at {at}")?,
+                    None => write!(
+                        f,
+                        "a tokio task (a build with --cfg tokio_unstable names its spawn site)"
+                    )?,
+                }
+                write!(
+                    f,
+                    " blocks its thread (move blocking work to spawn_blocking)"
+                )
+            }
             StallReport::BlockingPool {
                 waited,
                 queued,

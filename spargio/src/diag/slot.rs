@@ -37,11 +37,39 @@ impl Default for PollSlot {
     }
 }
 
+/// The `task` of a stretch of tokio tasks (feature `tokio-compat`): not a
+/// spargio task id (those keep the top bit clear). Exactly this value: a
+/// stretch of the shard's tokio turn, whose task is unknown; with the bit
+/// and more: one tokio task's poll, timed by tokio's task hooks (a build
+/// with `--cfg tokio_unstable`), spawned at the slot's location.
+pub(crate) const TOKIO: u64 = 1 << 63;
+
 /// A poll the watcher saw running: its start and task.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Running {
     pub(crate) start: u64,
     pub(crate) location: &'static Location<'static>,
+    pub(crate) task: u64,
+}
+
+impl Running {
+    /// Its report, after it ran for `duration`.
+    pub(crate) fn report(&self, shard: ShardId, duration: Duration, ongoing: bool) -> StallReport {
+        if self.task & TOKIO == 0 {
+            return StallReport::Shard {
+                shard,
+                duration,
+                spawned_at: self.location,
+                ongoing,
+            };
+        }
+        StallReport::Tokio {
+            shard,
+            duration,
+            spawned_at: (self.task != TOKIO).then_some(self.location),
+            ongoing,
+        }
+    }
 }
 
 impl PollSlot {
@@ -82,15 +110,16 @@ impl PollSlot {
         let location = self.location.load(Ordering::Relaxed);
         // SAFETY: the shard itself stored it, from a `&'static Location`,
         // before this poll began (never null once a poll began).
-        let spawned_at = unsafe { &*location };
+        let location = unsafe { &*location };
+        let poll = Running {
+            start,
+            location,
+            task: self.task.load(Ordering::Relaxed),
+        };
         // From the coarse start (at or before the real one) to a precise
         // end: never shorter than the stall.
-        sink.push(StallReport::Shard {
-            shard,
-            duration: Duration::from_nanos(precise_ns().saturating_sub(start)),
-            spawned_at,
-            ongoing: false,
-        });
+        let duration = Duration::from_nanos(precise_ns().saturating_sub(start));
+        sink.push(poll.report(shard, duration, false));
         true
     }
 
@@ -101,7 +130,8 @@ impl PollSlot {
             return None;
         }
         let location = self.location.load(Ordering::Relaxed);
-        // The same start after the location read: the location is that
+        let task = self.task.load(Ordering::Relaxed);
+        // The same start after the location and task reads: they are that
         // poll's (a later poll stores a later start: starts only repeat
         // within one coarse tick, and the watcher asks about old polls).
         if self.start.load(Ordering::Acquire) != start || location.is_null() {
@@ -109,7 +139,11 @@ impl PollSlot {
         }
         // SAFETY: every stored pointer came from a `&'static Location`.
         let location = unsafe { &*location };
-        Some(Running { start, location })
+        Some(Running {
+            start,
+            location,
+            task,
+        })
     }
 
     /// The id of the task being polled now, if any (for task dumps; may

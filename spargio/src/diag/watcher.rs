@@ -156,12 +156,7 @@ impl State {
             busy = true;
             let ran = Duration::from_nanos(now.saturating_sub(poll.start));
             if ran >= self.ongoing_after && slot.claim(poll.start) {
-                self.report(&StallReport::Shard {
-                    shard: id,
-                    duration: ran,
-                    spawned_at: poll.location,
-                    ongoing: true,
-                });
+                self.report(&poll.report(id, ran, true));
             }
         }
         busy || self.blocking.oldest().is_some()

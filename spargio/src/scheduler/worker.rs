@@ -101,7 +101,7 @@ pub(crate) struct Worker {
     pub(super) ring_warned: Cell<bool>,
     /// The coarse time at the end of the last poll (the next poll's start,
     /// for the stall detector; refreshed at each batch's start).
-    poll_clock: Cell<u64>,
+    pub(super) poll_clock: Cell<u64>,
     /// How long to spin before parking (see `spin.rs`).
     pub(super) spin: AdaptiveSpin,
     /// The last spin found another shard waiting for this CPU: the next

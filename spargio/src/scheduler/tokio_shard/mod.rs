@@ -58,7 +58,15 @@
 //!    queues an SQE, arms an earlier spargio timer) must end the park:
 //!    tokio calls the `on_thread_park` hook before each block, and the
 //!    hook wakes the loop when the shard has such work.
-//! 6. **Shutdown** runs after the loop's `block_on` returns; its waits
+//! 7. **The stall detector sees tokio tasks.** From the loop's return to
+//!    tokio until its next poll, except while tokio blocks in its reactor
+//!    (between the `on_thread_park` and `on_thread_unpark` hooks), the
+//!    shard's thread belongs to tokio tasks: that stretch takes the poll
+//!    slot like a spargio task's poll (`stretch.rs`), and one that runs
+//!    past the threshold is a `StallReport::Tokio`. A build with
+//!    `--cfg tokio_unstable` times each tokio task's poll instead
+//!    (tokio's task hooks), and the report names its spawn site.
+//! 8. **Shutdown** runs after the loop's `block_on` returns; its waits
 //!    (`nap`, the quiesce of the ring) park in a `block_on` of their own
 //!    (`ShardTokio::park`), as does every park when the loop is not in
 //!    `block_on`.
@@ -79,8 +87,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 mod shard_loop;
+mod stretch;
 
 pub(crate) use shard_loop::DeferredPark;
+use stretch::Stretch;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
@@ -121,11 +131,21 @@ pub(crate) struct TokioParts {
 impl TokioParts {
     /// The parts for shard `shard`; `ring`: it runs on io_uring.
     pub(crate) fn new(shard: usize, ring: bool) -> io::Result<TokioParts> {
-        let rt = tokio::runtime::Builder::new_current_thread()
+        let mut builder = tokio::runtime::Builder::new_current_thread();
+        builder
             .enable_all()
             .thread_name(format!("spargio-tokio-blocking-{shard}"))
             .on_thread_park(|| context::with_worker(|w| w.map_or((), Worker::tokio_before_park)))
-            .build()?;
+            .on_thread_unpark(|| context::with_worker(|w| w.map_or((), Worker::tokio_after_park)));
+        // Step 7: each tokio task's poll timed, with its spawn site.
+        #[cfg(tokio_unstable)]
+        builder
+            .on_before_task_poll(|meta| {
+                let at = meta.spawned_at();
+                context::with_worker(|w| w.map_or((), |w| w.tokio_poll_begin(at)));
+            })
+            .on_after_task_poll(|_| context::with_worker(|w| w.map_or((), Worker::tokio_poll_end)));
+        let rt = builder.build()?;
         let notify = if ring {
             // SAFETY: plain eventfd creation; the result is checked.
             let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -179,6 +199,8 @@ pub(crate) struct ShardTokio {
     /// The loop's park timeout, reset for each park (made once: a tokio
     /// timer is an allocation).
     sleep: RefCell<Pin<Box<tokio::time::Sleep>>>,
+    /// Who has the thread, for the stall detector (step 7).
+    stretch: Cell<Stretch>,
 }
 
 impl ShardTokio {
@@ -229,6 +251,7 @@ impl ShardTokio {
             parked: Cell::new(None),
             alive_seen: Cell::new(0),
             sleep: RefCell::new(sleep),
+            stretch: Cell::new(Stretch::Loop),
         })
     }
 
@@ -524,6 +547,9 @@ impl Worker {
         let Ok(tokio) = self.tokio.try_borrow() else {
             return;
         };
+        if let Some(t) = tokio.as_ref() {
+            self.stretch_to_park(t);
+        }
         let Some(t) = tokio.as_ref().filter(|t| t.parking.get()) else {
             return;
         };
@@ -543,6 +569,15 @@ impl Worker {
 }
 
 impl Worker {
+    /// tokio's `on_thread_unpark` hook: its reactor woke.
+    fn tokio_after_park(&self) {
+        if let Ok(tokio) = self.tokio.try_borrow() {
+            if let Some(t) = tokio.as_ref() {
+                self.stretch_from_park(t);
+            }
+        }
+    }
+
     /// Sets up the shard's tokio runtime from the parts `build` made, at
     /// the start of `run`, and returns its handle for `run` to enter.
     /// Panics (failing the shard, see `Worker::run`) when its fds cannot be

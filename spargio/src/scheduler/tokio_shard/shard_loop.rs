@@ -60,6 +60,7 @@ impl Worker {
 
     /// One poll of the loop (module docs).
     fn poll_loop(&self, t: &ShardTokio, cx: &mut Context<'_>, fresh: &mut bool) -> Poll<()> {
+        self.stretch_to_loop(t);
         if let Some(park) = t.parked.take() {
             self.finish_tokio_park(t, park);
             *fresh = false;
@@ -86,12 +87,14 @@ impl Worker {
                 t.yielded.set(true);
                 let mut y = std::pin::pin!(tokio::task::yield_now());
                 let _ = y.as_mut().poll(cx);
+                self.stretch_to_tokio(t);
                 return Poll::Pending;
             }
             *fresh = !more && self.idle(ran == 0);
             if let Some(park) = t.want_park.take() {
                 *fresh = false;
                 if self.begin_tokio_park(t, park, cx) {
+                    self.stretch_to_tokio(t);
                     return Poll::Pending;
                 }
             }
