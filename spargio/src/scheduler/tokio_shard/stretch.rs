@@ -57,7 +57,8 @@ impl Worker {
     #[cfg(not(tokio_unstable))]
     fn stretch_begin(&self) {
         if let Some(sink) = self.shared.stall.as_deref() {
-            sink.slot(self.id).begin(Location::caller(), TOKIO, coarse_ns());
+            sink.slot(self.id)
+                .begin(Location::caller(), TOKIO, coarse_ns());
         }
     }
 
