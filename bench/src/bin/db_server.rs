@@ -172,7 +172,16 @@ fn serve_spargio(args: Args) -> io::Result<()> {
         };
         let listener = spargio::net::TcpListener::bind(&handle, args.addr).await?;
         ready();
-        spargio_http::serve(listener, db::app(Arc::new(db))).await
+        // The runtime's counters, for looking into a run (not a test type).
+        let stats = handle.clone();
+        let app = db::app(Arc::new(db)).route(
+            "/stats",
+            axum::routing::get(move || {
+                let text = stats.stats_snapshot().to_prometheus_text();
+                async move { text }
+            }),
+        );
+        spargio_http::serve(listener, app).await
     }))
     .map_err(io::Error::other)?
 }
