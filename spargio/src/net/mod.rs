@@ -27,6 +27,12 @@
 //! [`RecvSegments`] stream drops the segments it had not handed out, and a
 //! dropped datagram receive may take its one datagram with it.
 //!
+//! Constructors take the runtime's handle (`TcpListener::bind(&handle,
+//! addr)`); inside a task, the `*_here` forms (`TcpListener::bind_here`,
+//! `TcpStream::connect_here`, `UdpSocket::bind_here`,
+//! `UnixListener::bind_here`, `UnixStream::connect_here`) use the runtime
+//! the task runs on, as tokio's do.
+//!
 //! Setup uses io_uring opcodes where the kernel has them (`SOCKET`,
 //! `CONNECT`, `ACCEPT`, `SHUTDOWN`); `bind` and `listen` are immediate
 //! syscalls through `socket2`. Host names are resolved on the blocking
@@ -37,6 +43,7 @@
 //! `UnexpectedEof` from `read_exact` when the peer closes early.
 
 mod addr;
+mod ambient;
 mod datagram;
 mod incoming;
 mod io_impls;

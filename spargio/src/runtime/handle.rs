@@ -53,6 +53,34 @@ impl std::fmt::Debug for RuntimeHandle {
 }
 
 impl RuntimeHandle {
+    /// The runtime of the calling task (any spargio task, or a tokio task
+    /// on a shard), as tokio's `Handle::current()`.
+    ///
+    /// # Panics
+    ///
+    /// Outside a spargio task (a plain thread, the blocking pool, another
+    /// runtime's thread); [`try_current`](RuntimeHandle::try_current)
+    /// returns `None` there instead.
+    ///
+    /// ```
+    /// # spargio::block_on(spargio::run(|handle| async move {
+    /// let here = spargio::RuntimeHandle::current();
+    /// assert!(here.same_runtime(&handle));
+    /// # })).unwrap();
+    /// ```
+    #[track_caller]
+    pub fn current() -> RuntimeHandle {
+        RuntimeHandle::try_current().expect(
+            "RuntimeHandle::current() called outside a spargio task: \
+             pass the runtime's handle (from `spargio::run`, `Runtime::handle`) instead",
+        )
+    }
+
+    /// The runtime of the calling task, or `None` outside a spargio task.
+    pub fn try_current() -> Option<RuntimeHandle> {
+        ShardCtx::current().map(|ctx| ctx.handle())
+    }
+
     /// The backend this runtime runs on: [`BackendKind::IoUring`] or
     /// [`BackendKind::Epoll`] (never `Auto`, which is resolved by
     /// `build()`).
