@@ -59,6 +59,7 @@ pub use dump::{TaskDump, TaskSnapshot, TaskSnapshotKind, TaskState};
 pub(crate) use crate::time::clock::{coarse_ns, precise_ns};
 
 pub(crate) use sink::Sink;
+#[cfg(feature = "tokio-compat")]
 pub(crate) use slot::TOKIO;
 pub(crate) use watcher::Watcher;
 
