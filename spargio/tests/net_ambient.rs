@@ -5,7 +5,6 @@
 
 mod common;
 
-use spargio::io::{AsyncReadExt, AsyncWriteExt};
 use spargio::net::{TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream};
 use spargio::RuntimeHandle;
 
