@@ -115,3 +115,43 @@ fn reqwest_gets_and_posts_over_http1_and_https_from_a_spargio_task() {
     plain.stop().unwrap();
     tls.stop().unwrap();
 }
+
+/// The feature is on by default (issue 50, item 4): a service moved from
+/// tokio keeps its tower-http layers, sqlx and reqwest without a feature
+/// line, as most of them need tokio's runtime. Read from the manifest
+/// (`cargo metadata`): this test binary itself is built with the feature
+/// whatever the default, by the dev-dependency on the crate.
+#[test]
+fn tokio_compat_is_a_default_feature() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let ours = meta["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .find(|p| p["name"] == "spargio-http")
+        .expect("spargio-http in the workspace");
+    let default = ours["features"]["default"]
+        .as_array()
+        .expect("a default feature list");
+    assert!(
+        default.iter().any(|f| f == "tokio-compat"),
+        "default features: {default:?}"
+    );
+}
