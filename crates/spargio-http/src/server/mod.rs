@@ -76,6 +76,7 @@ mod h3;
 mod h3_liveness;
 mod hub;
 mod idle;
+mod make;
 mod service;
 
 use std::fmt;
@@ -96,6 +97,11 @@ use spargio_tls::{HandshakeOptions, TlsAcceptor};
 
 #[cfg(feature = "http3")]
 pub use self::h3::{serve_h3, H3Body, H3Service, H3WithGracefulShutdown, ServeH3};
+#[cfg(feature = "axum")]
+pub use make::{
+    AsMakeService, AsMakeServiceWithConnectInfo, IncomingStream, Made, MadePerConnection,
+};
+pub use make::{AsService, IntoConnMaker, MakeConn};
 pub use service::{hyper_service, HttpBody, HttpService, HyperService, PeerAddr};
 
 use crate::rt::{Executor, Serves, Timer};
@@ -104,7 +110,10 @@ use crate::rt::{Executor, Serves, Timer};
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Serves `service` on `listener` (module docs); await the result (or
-/// configure it first).
+/// configure it first). `service` is an axum `Router` or any tower
+/// service of `Request<Incoming>`, or, as `axum::serve` takes them,
+/// `router.into_make_service()` or
+/// `router.into_make_service_with_connect_info::<C>()` ([`IntoConnMaker`]).
 ///
 /// ```no_run
 /// use axum::{routing::get, Router};
@@ -118,10 +127,13 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 ///     Ok(())
 /// }
 /// ```
-pub fn serve<S>(listener: TcpListener, service: S) -> Serve<S> {
+pub fn serve<S, Marker>(listener: TcpListener, service: S) -> Serve<S::Maker>
+where
+    S: IntoConnMaker<Marker>,
+{
     Serve {
         listener,
-        service,
+        service: service.into_maker(),
         config: Config::default(),
     }
 }
@@ -329,8 +341,9 @@ impl<S, F> WithGracefulShutdown<S, F> {
 
 type ServeFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 
-impl<S, B> IntoFuture for Serve<S>
+impl<M, S, B> IntoFuture for Serve<M>
 where
+    M: MakeConn<Service = S>,
     // The `Response` equality names `B` for the impl.
     S: HttpService<B> + tower_service::Service<Request<Incoming>, Response = Response<B>>,
     B: HttpBody,
@@ -343,8 +356,9 @@ where
     }
 }
 
-impl<S, B, F> IntoFuture for WithGracefulShutdown<S, F>
+impl<M, S, B, F> IntoFuture for WithGracefulShutdown<M, F>
 where
+    M: MakeConn<Service = S>,
     // The `Response` equality names `B` for the impl.
     S: HttpService<B> + tower_service::Service<Request<Incoming>, Response = Response<B>>,
     B: HttpBody,
@@ -419,8 +433,9 @@ enum Event<T> {
     Shutdown,
 }
 
-async fn run<S, B, F>(serve: Serve<S>, signal: F, grace_period: Duration) -> io::Result<()>
+async fn run<M, S, B, F>(serve: Serve<M>, signal: F, grace_period: Duration) -> io::Result<()>
 where
+    M: MakeConn<Service = S>,
     S: HttpService<B>,
     B: HttpBody,
     F: Future<Output = ()> + Send + 'static,
@@ -475,11 +490,14 @@ where
         match event {
             Event::Shutdown => break,
             Event::Accepted(Ok(stream)) => {
+                // Fails when the peer is gone already (connect info).
+                let Ok(service) = service.make(&stream) else {
+                    continue;
+                };
                 let state = shared.idle_timeout.then(Arc::default);
                 let guard = hub.enter(state.clone());
                 let placement = TaskPlacement::Pinned(stream.session_shard());
-                let task =
-                    conn::serve_connection(shared.clone(), stream, service.clone(), state, guard);
+                let task = conn::serve_connection(shared.clone(), stream, service, state, guard);
                 // Fails only when the runtime is shutting down; the task
                 // (and with it the stream and the guard) is dropped.
                 if handle.spawn_with_placement(placement, task).is_err() {
