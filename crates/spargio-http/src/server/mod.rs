@@ -135,8 +135,12 @@ where
         listener,
         service: service.into_maker(),
         config: Config::default(),
+        hyper: None,
     }
 }
+
+/// A user's settings for hyper's connection builder ([`Serve::hyper_builder`]).
+type HyperSettings = Box<dyn FnOnce(&mut auto::Builder<Executor>) + Send>;
 
 #[derive(Clone, Debug)]
 struct Config {
@@ -182,6 +186,7 @@ pub struct Serve<S> {
     listener: TcpListener,
     service: S,
     config: Config,
+    hyper: Option<HyperSettings>,
 }
 
 impl<S> fmt::Debug for Serve<S> {
@@ -273,6 +278,31 @@ impl<S> Serve<S> {
     /// HTTP/1.1 is closed unserved.
     pub fn http2_only(mut self) -> Self {
         self.config.protocols = Protocols::Http2;
+        self
+    }
+
+    /// Changes hyper's connection builder (hyper-util's `auto::Builder`,
+    /// HTTP/1.1 and HTTP/2 settings alike), as a tokio server built on
+    /// hyper-util can: `settings` runs once, when the server starts, after
+    /// this server's own settings (`max_header_bytes`, the HTTP/2 limits
+    /// and keep-alive, the timers), so what it sets wins.
+    ///
+    /// ```no_run
+    /// # async fn demo(listener: spargio::net::TcpListener, app: axum::Router) -> std::io::Result<()> {
+    /// spargio_http::serve(listener, app)
+    ///     .hyper_builder(|b| {
+    ///         // A proxy that must answer header names as its upstream wrote them.
+    ///         b.http1().preserve_header_case(true).title_case_headers(true);
+    ///         b.http2().initial_stream_window_size(1 << 20);
+    ///     })
+    ///     .await
+    /// # }
+    /// ```
+    pub fn hyper_builder(
+        mut self,
+        settings: impl FnOnce(&mut auto::Builder<Executor>) + Send + 'static,
+    ) -> Self {
+        self.hyper = Some(Box::new(settings));
         self
     }
 
@@ -372,7 +402,12 @@ where
     }
 }
 
-fn builders(config: &Config, executor: &Executor, timer: &Timer) -> conn::Shared {
+fn builders(
+    config: &Config,
+    hyper: Option<HyperSettings>,
+    executor: &Executor,
+    timer: &Timer,
+) -> conn::Shared {
     let builder = {
         let mut b = auto::Builder::new(executor.clone());
         // hyper's own header timeout arms a timer per request; the
@@ -393,6 +428,9 @@ fn builders(config: &Config, executor: &Executor, timer: &Timer) -> conn::Shared
         }
         // Not `http1_only()` / `http2_only()`: serving with upgrades
         // ignores them. The connection's `Io` refuses what is not served.
+        if let Some(settings) = hyper {
+            settings(&mut b);
+        }
         b
     };
     let tls = config.tls.as_ref().map(|acceptor| {
@@ -444,6 +482,7 @@ where
         listener,
         service,
         config,
+        hyper,
     } = serve;
     let handle = listener.handle().clone();
     // One second: the shortest deferral the kernel has (one SYN-ACK
@@ -454,6 +493,7 @@ where
     let _ = listener.set_defer_accept(defer);
     let shared = Arc::new(builders(
         &config,
+        hyper,
         &Executor::new(&handle),
         &Timer::new(&handle),
     ));
