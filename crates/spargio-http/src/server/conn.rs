@@ -181,6 +181,7 @@ mod tests {
                     let (s, _) = l.accept().await.unwrap();
                     let shared = std::sync::Arc::new(super::super::builders(
                         &super::super::Config::default(),
+                        None,
                         &crate::rt::Executor::new(&h),
                         &crate::rt::Timer::new(&h),
                     ));
