@@ -100,6 +100,7 @@ mod owned_io;
 mod pem;
 mod poll_io;
 mod provider;
+mod reload;
 mod split;
 mod stream;
 #[cfg(feature = "tokio-io")]
@@ -114,6 +115,7 @@ use spargio::RuntimeHandle;
 pub use acceptor::TlsAcceptor;
 pub use connector::TlsConnector;
 pub use options::HandshakeOptions;
+pub use reload::CertReloader;
 pub use split::{TlsReadHalf, TlsReuniteError, TlsWriteHalf};
 pub use stream::{ClientTlsStream, ServerTlsStream};
 
