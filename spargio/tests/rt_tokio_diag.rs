@@ -130,3 +130,52 @@ fn the_task_dump_counts_each_shards_tokio_tasks() {
         release.send(true).unwrap();
     });
 }
+
+/// With tokio's task hooks (`--cfg tokio_unstable`, run by `.ci/run`),
+/// the dump lists each tokio task with its spawn site and shard, and
+/// drops it once it ended.
+#[cfg(tokio_unstable)]
+#[test]
+fn the_task_dump_lists_tokio_tasks_with_their_spawn_site() {
+    use spargio::{TaskSnapshotKind, TaskState};
+    common::within_hang_bound(|| {
+        let rt = Runtime::builder()
+            .shards(2)
+            .tokio_compat(true)
+            .build()
+            .unwrap();
+        let h = rt.handle();
+        let (release, wait) = tokio::sync::watch::channel(false);
+        let line = line!() + 4;
+        let spawned = h.spawn_pinned(1, async move {
+            for _ in 0..2 {
+                let mut wait = wait.clone();
+                tokio::spawn(async move { wait.wait_for(|go| *go).await.map(drop) });
+            }
+        });
+        spargio::block_on(spawned.unwrap()).unwrap();
+        let tokio_tasks = |dump: &spargio::TaskDump| {
+            dump.tasks
+                .iter()
+                .filter(|t| t.kind == TaskSnapshotKind::Tokio)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let listed = tokio_tasks(&h.dump_tasks());
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        for t in &listed {
+            assert_eq!((t.spawned_at.file(), t.spawned_at.line()), (file!(), line));
+            assert_eq!(t.home, 1);
+            assert_eq!(t.state, TaskState::Unknown);
+        }
+        release.send(true).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !tokio_tasks(&h.dump_tasks()).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "ended tasks stay listed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    });
+}

@@ -8,7 +8,10 @@
 //! Each task's state (scheduled, running, idle) is read from two counters
 //! in its header (`task/run_state.rs`); which shard is polling a running
 //! task comes from the shards' poll slots (the stall detector's; without
-//! the detector it is unknown).
+//! the detector it is unknown). Tasks of the shards' tokio runtimes
+//! (feature `tokio-compat`) are counted per shard; a build with
+//! `--cfg tokio_unstable` lists each one too, from the registry tokio's
+//! hooks keep (`scheduler/tokio_shard/tasks.rs`).
 
 use std::fmt;
 use std::panic::Location;
@@ -33,6 +36,9 @@ pub enum TaskSnapshotKind {
     Local,
     /// A closure on the blocking pool (`spawn_blocking`).
     Blocking,
+    /// A task on a shard's tokio runtime (`tokio::spawn` there, feature
+    /// `tokio-compat`); listed only in a build with `--cfg tokio_unstable`.
+    Tokio,
 }
 
 /// Where a live task stands, in a [`TaskSnapshot`].
@@ -45,6 +51,9 @@ pub enum TaskState {
     Running,
     /// Waiting for a waker: polled, returned `Pending`, not woken since.
     Idle,
+    /// Not known: tokio does not tell whether one of its tasks is queued,
+    /// running or waiting ([`TaskSnapshotKind::Tokio`]).
+    Unknown,
 }
 
 /// One live task in a [`TaskDump`].
@@ -119,6 +128,7 @@ impl fmt::Display for TaskDump {
                 (TaskState::Running, None) => "running".to_string(),
                 (TaskState::Scheduled, _) => "scheduled".to_string(),
                 (TaskState::Idle, _) => "idle".to_string(),
+                (TaskState::Unknown, _) => "state unknown".to_string(),
             };
             writeln!(
                 f,
@@ -171,6 +181,24 @@ impl Shared {
                     age: Duration::from_nanos(now.saturating_sub(info.born)),
                 });
             });
+        }
+        #[cfg(all(feature = "tokio-compat", tokio_unstable))]
+        for (home, shard) in self.shards.iter().enumerate() {
+            let Some(live) = shard.tokio_tasks.get() else {
+                continue;
+            };
+            for t in live.snapshot() {
+                tasks.push(TaskSnapshot {
+                    // Apart from spargio's ids (`task_id` keeps the top bit clear).
+                    id: super::TOKIO | ((home as u64) << 40) | t.seq,
+                    spawned_at: t.spawned_at,
+                    kind: TaskSnapshotKind::Tokio,
+                    home,
+                    state: TaskState::Unknown,
+                    running_on: None,
+                    age: Duration::from_nanos(now.saturating_sub(t.born)),
+                });
+            }
         }
         TaskDump {
             tasks,

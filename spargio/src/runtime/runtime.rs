@@ -166,6 +166,10 @@ pub(crate) fn start(mut config: Config) -> Result<Runtime, RuntimeError> {
             source,
         })?;
         let shard = ShardShared::new(deque.stealer(), eventfd);
+        #[cfg(all(feature = "tokio-compat", tokio_unstable))]
+        if let Some(Some(parts)) = tokio_parts.last() {
+            let _ = shard.tokio_tasks.set(parts.tasks.clone());
+        }
         let poller = match ring {
             Some(ring) => {
                 shard.set_ring(ring.fd(), ring.features());

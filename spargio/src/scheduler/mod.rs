@@ -51,6 +51,8 @@ pub(crate) use schedule::{admit_stealable, schedule, submit_pinned, submit_steal
 pub(crate) use shared::{ShardShared, Shared};
 pub(crate) use spin::{schedstat_of, SchedstatSlot};
 pub(crate) use steer::choose_op_lane;
+#[cfg(all(feature = "tokio-compat", tokio_unstable))]
+pub(crate) use tokio_shard::TokioTasks;
 #[cfg(feature = "tokio-compat")]
 pub(crate) use worker::TokioParts;
 pub(crate) use worker::Worker;

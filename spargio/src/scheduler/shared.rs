@@ -77,6 +77,9 @@ pub(crate) struct ShardShared {
     /// counters in `stats`.
     #[cfg(feature = "tokio-compat")]
     pub(crate) tokio: OnceLock<tokio::runtime::Handle>,
+    /// Its live tokio tasks (`--cfg tokio_unstable`), for task dumps.
+    #[cfg(all(feature = "tokio-compat", tokio_unstable))]
+    pub(crate) tokio_tasks: OnceLock<Arc<super::TokioTasks>>,
 }
 
 impl ShardShared {
@@ -106,6 +109,8 @@ impl ShardShared {
             recv_pool: OnceLock::new(),
             #[cfg(feature = "tokio-compat")]
             tokio: OnceLock::new(),
+            #[cfg(all(feature = "tokio-compat", tokio_unstable))]
+            tokio_tasks: OnceLock::new(),
         }
     }
 

@@ -88,9 +88,13 @@ use std::time::Duration;
 
 mod shard_loop;
 mod stretch;
+#[cfg(tokio_unstable)]
+mod tasks;
 
 pub(crate) use shard_loop::DeferredPark;
 use stretch::Stretch;
+#[cfg(tokio_unstable)]
+pub(crate) use tasks::{TokioTask, TokioTasks};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
@@ -126,6 +130,9 @@ impl AsRawFd for WaitFd {
 pub(crate) struct TokioParts {
     rt: tokio::runtime::Runtime,
     notify: Option<OwnedFd>,
+    /// Its live tasks, recorded by tokio's hooks (`tasks.rs`).
+    #[cfg(tokio_unstable)]
+    pub(crate) tasks: std::sync::Arc<TokioTasks>,
 }
 
 impl TokioParts {
@@ -137,6 +144,16 @@ impl TokioParts {
             .thread_name(format!("spargio-tokio-blocking-{shard}"))
             .on_thread_park(|| context::with_worker(|w| w.map_or((), Worker::tokio_before_park)))
             .on_thread_unpark(|| context::with_worker(|w| w.map_or((), Worker::tokio_after_park)));
+        // Each live task's spawn site, for task dumps (`tasks.rs`).
+        #[cfg(tokio_unstable)]
+        let tasks = std::sync::Arc::new(TokioTasks::default());
+        #[cfg(tokio_unstable)]
+        {
+            let (spawned, ended) = (tasks.clone(), tasks.clone());
+            builder
+                .on_task_spawn(move |meta| spawned.spawned(meta.id(), meta.spawned_at()))
+                .on_task_terminate(move |meta| ended.ended(meta.id()));
+        }
         // Step 7: each tokio task's poll timed, with its spawn site.
         #[cfg(tokio_unstable)]
         builder
@@ -157,7 +174,12 @@ impl TokioParts {
         } else {
             None
         };
-        Ok(TokioParts { rt, notify })
+        Ok(TokioParts {
+            rt,
+            notify,
+            #[cfg(tokio_unstable)]
+            tasks,
+        })
     }
 }
 
@@ -583,7 +605,7 @@ impl Worker {
     /// Panics (failing the shard, see `Worker::run`) when its fds cannot be
     /// registered: the kernel is out of memory.
     pub(super) fn start_tokio(&self, parts: Option<TokioParts>) -> Option<tokio::runtime::Handle> {
-        let TokioParts { rt, notify } = parts?;
+        let TokioParts { rt, notify, .. } = parts?;
         let (fd, doorbell) = {
             let mut driver = self.driver.borrow_mut();
             (driver.wait_fd(notify), driver.doorbell_fd())
