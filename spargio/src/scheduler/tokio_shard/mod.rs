@@ -94,7 +94,7 @@ mod tasks;
 pub(crate) use shard_loop::DeferredPark;
 use stretch::Stretch;
 #[cfg(tokio_unstable)]
-pub(crate) use tasks::{TokioTask, TokioTasks};
+pub(crate) use tasks::TokioTasks;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
