@@ -9,13 +9,23 @@
 //! (and the same [`WsStreamExt`](spargio_ws::WsStreamExt) calls, limits
 //! and close codes) as every other spargio WebSocket.
 //!
-//! The handshake is RFC 6455's over HTTP/1.1 (what browsers and clients
-//! use unless the server offers HTTP/2's extended CONNECT, which this
-//! server does not): `GET`, `Connection: upgrade`, `Upgrade: websocket`,
-//! `Sec-WebSocket-Version: 13` and a `Sec-WebSocket-Key`. A request
-//! without them is refused by the extractor (`405` for another method,
-//! `400` for a missing or wrong header, `426` on a connection that cannot
-//! be upgraded, such as HTTP/2), before the handler runs.
+//! Two handshakes are accepted:
+//!
+//! * RFC 6455's over HTTP/1.1: `GET`, `Connection: upgrade`,
+//!   `Upgrade: websocket`, `Sec-WebSocket-Version: 13` and a
+//!   `Sec-WebSocket-Key`, answered `101 Switching Protocols`;
+//! * RFC 8441's over HTTP/2, which [`serve`](crate::serve) offers
+//!   (`SETTINGS_ENABLE_CONNECT_PROTOCOL`): an extended `CONNECT` with
+//!   `:protocol websocket` and `Sec-WebSocket-Version: 13`, answered
+//!   `200`; the WebSocket then runs on that one HTTP/2 stream, beside the
+//!   connection's other requests.
+//!
+//! Route the handler with `axum::routing::any` (as axum's own extractor
+//! asks) to take both: HTTP/2's is a `CONNECT`, which `get` does not
+//! route. A request that is neither is refused by the extractor (`405`
+//! for another method, `400` for a missing or wrong header, `426` for a
+//! `GET` upgrade over HTTP/2 or a connection that cannot be upgraded),
+//! before the handler runs.
 //!
 //! After the upgrade the connection leaves the server's bookkeeping: it
 //! no longer counts against `max_connections` nor the idle timeout, and
@@ -83,7 +93,9 @@ use io::UpgradedStream;
 #[derive(Debug)]
 pub struct WebSocketUpgrade {
     on_upgrade: OnUpgrade,
-    accept: HeaderValue,
+    /// `Sec-WebSocket-Accept` over HTTP/1.1; `None` over HTTP/2 (RFC 8441
+    /// has no key and answers `200`).
+    accept: Option<HeaderValue>,
     /// The subprotocols the client offered, in its order.
     offered: Vec<HeaderValue>,
     protocol: Option<HeaderValue>,
@@ -147,6 +159,9 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let reject = WebSocketRejection::new;
+        if parts.method == Method::CONNECT && parts.version == Version::HTTP_2 {
+            return extended_connect(parts);
+        }
         if parts.method != Method::GET {
             return Err(reject(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -156,7 +171,7 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
         if parts.version != Version::HTTP_11 {
             return Err(reject(
                 StatusCode::UPGRADE_REQUIRED,
-                "WebSocket upgrades are served over HTTP/1.1",
+                "over HTTP/2 a WebSocket opens with an extended CONNECT (RFC 8441)",
             ));
         }
         let headers = &parts.headers;
@@ -190,13 +205,6 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
         };
         let accept = HeaderValue::from_str(&derive_accept_key(key.as_bytes()))
             .expect("base64 is a valid header value");
-        let offered = headers
-            .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|p| HeaderValue::from_str(p.trim()).ok())
-            .collect();
         let Some(on_upgrade) = parts.extensions.remove::<OnUpgrade>() else {
             return Err(reject(
                 StatusCode::UPGRADE_REQUIRED,
@@ -205,12 +213,59 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
         };
         Ok(WebSocketUpgrade {
             on_upgrade,
-            accept,
-            offered,
+            accept: Some(accept),
+            offered: offered_protocols(headers),
             protocol: None,
             options: WsOptions::default(),
         })
     }
+}
+
+/// The subprotocols offered in `Sec-WebSocket-Protocol`, in order.
+fn offered_protocols(headers: &HeaderMap) -> Vec<HeaderValue> {
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|p| HeaderValue::from_str(p.trim()).ok())
+        .collect()
+}
+
+/// RFC 8441: an HTTP/2 `CONNECT` whose `:protocol` is `websocket`.
+fn extended_connect(parts: &mut Parts) -> Result<WebSocketUpgrade, WebSocketRejection> {
+    let reject = WebSocketRejection::new;
+    let protocol = parts.extensions.get::<hyper::ext::Protocol>();
+    if !protocol.is_some_and(|p| p.as_str().eq_ignore_ascii_case("websocket")) {
+        return Err(reject(
+            StatusCode::BAD_REQUEST,
+            "an HTTP/2 CONNECT without `:protocol websocket`",
+        ));
+    }
+    if parts
+        .headers
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .map(|v| v.as_bytes())
+        != Some(b"13")
+    {
+        return Err(reject(
+            StatusCode::BAD_REQUEST,
+            "`Sec-WebSocket-Version` is not 13",
+        ));
+    }
+    let Some(on_upgrade) = parts.extensions.remove::<OnUpgrade>() else {
+        return Err(reject(
+            StatusCode::UPGRADE_REQUIRED,
+            "this stream cannot be upgraded",
+        ));
+    };
+    Ok(WebSocketUpgrade {
+        on_upgrade,
+        accept: None,
+        offered: offered_protocols(&parts.headers),
+        protocol: None,
+        options: WsOptions::default(),
+    })
 }
 
 impl WebSocketUpgrade {
@@ -250,7 +305,8 @@ impl WebSocketUpgrade {
         self
     }
 
-    /// Answers `101 Switching Protocols` and runs `callback` with the
+    /// Answers `101 Switching Protocols` (HTTP/1.1; `200` to an HTTP/2
+    /// extended CONNECT) and runs `callback` with the
     /// WebSocket once hyper hands the connection over, as a task pinned
     /// to the current shard. A connection that fails before the handover
     /// (the client went away) never reaches `callback`.
@@ -286,11 +342,18 @@ impl WebSocketUpgrade {
                 .into_response();
         }
         let mut res = Response::new(axum::body::Body::empty());
-        *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+        match self.accept {
+            Some(accept) => {
+                *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+                let headers = res.headers_mut();
+                headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+                headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+                headers.insert(header::SEC_WEBSOCKET_ACCEPT, accept);
+            }
+            // RFC 8441: the stream is the WebSocket once answered 200.
+            None => *res.status_mut() = StatusCode::OK,
+        }
         let headers = res.headers_mut();
-        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-        headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-        headers.insert(header::SEC_WEBSOCKET_ACCEPT, self.accept);
         if let Some(protocol) = self.protocol {
             headers.insert(header::SEC_WEBSOCKET_PROTOCOL, protocol);
         }
