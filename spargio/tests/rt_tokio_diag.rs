@@ -104,26 +104,45 @@ fn shards_parked_with_tokio_tasks_asleep_report_no_stall() {
     }
 }
 
+/// A 2-shard runtime with the shards' tokio runtimes on.
+fn tokio_runtime() -> Runtime {
+    Runtime::builder()
+        .shards(2)
+        .tokio_compat(true)
+        .build()
+        .unwrap()
+}
+
+/// The line of the `tokio::spawn` in [`park_tokio_tasks`].
+static PARKED_AT: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// Spawns, for each `(shard, count)`, `count` tokio tasks on that shard
+/// that wait until the returned sender says go.
+fn park_tokio_tasks(
+    h: &spargio::RuntimeHandle,
+    counts: &[(usize, usize)],
+) -> tokio::sync::watch::Sender<bool> {
+    let (release, wait) = tokio::sync::watch::channel(false);
+    for &(shard, count) in counts {
+        let wait = wait.clone();
+        let spawned = h.spawn_pinned(shard, async move {
+            for _ in 0..count {
+                let mut wait = wait.clone();
+                PARKED_AT.get_or_init(|| line!() + 1);
+                tokio::spawn(async move { wait.wait_for(|go| *go).await.map(drop) });
+            }
+        });
+        spargio::block_on(spawned.unwrap()).unwrap();
+    }
+    release
+}
+
 #[test]
 fn the_task_dump_counts_each_shards_tokio_tasks() {
     common::within_hang_bound(|| {
-        let rt = Runtime::builder()
-            .shards(2)
-            .tokio_compat(true)
-            .build()
-            .unwrap();
+        let rt = tokio_runtime();
         let h = rt.handle();
-        let (release, wait) = tokio::sync::watch::channel(false);
-        for (shard, count) in [(0, 3), (1, 1)] {
-            let wait = wait.clone();
-            let spawned = h.spawn_pinned(shard, async move {
-                for _ in 0..count {
-                    let mut wait = wait.clone();
-                    tokio::spawn(async move { wait.wait_for(|go| *go).await.map(drop) });
-                }
-            });
-            spargio::block_on(spawned.unwrap()).unwrap();
-        }
+        let release = park_tokio_tasks(&h, &[(0, 3), (1, 1)]);
         let dump = h.dump_tasks();
         assert_eq!(dump.tokio_tasks, vec![3, 1], "{dump}");
         assert!(dump.to_string().contains("tokio"), "{dump}");
@@ -139,21 +158,9 @@ fn the_task_dump_counts_each_shards_tokio_tasks() {
 fn the_task_dump_lists_tokio_tasks_with_their_spawn_site() {
     use spargio::{TaskSnapshotKind, TaskState};
     common::within_hang_bound(|| {
-        let rt = Runtime::builder()
-            .shards(2)
-            .tokio_compat(true)
-            .build()
-            .unwrap();
+        let rt = tokio_runtime();
         let h = rt.handle();
-        let (release, wait) = tokio::sync::watch::channel(false);
-        let line = line!() + 4;
-        let spawned = h.spawn_pinned(1, async move {
-            for _ in 0..2 {
-                let mut wait = wait.clone();
-                tokio::spawn(async move { wait.wait_for(|go| *go).await.map(drop) });
-            }
-        });
-        spargio::block_on(spawned.unwrap()).unwrap();
+        let release = park_tokio_tasks(&h, &[(1, 2)]);
         let tokio_tasks = |dump: &spargio::TaskDump| {
             dump.tasks
                 .iter()
@@ -164,7 +171,10 @@ fn the_task_dump_lists_tokio_tasks_with_their_spawn_site() {
         let listed = tokio_tasks(&h.dump_tasks());
         assert_eq!(listed.len(), 2, "{listed:?}");
         for t in &listed {
-            assert_eq!((t.spawned_at.file(), t.spawned_at.line()), (file!(), line));
+            assert_eq!(
+                (t.spawned_at.file(), t.spawned_at.line()),
+                (file!(), *PARKED_AT.get().unwrap())
+            );
             assert_eq!(t.home, 1);
             assert_eq!(t.state, TaskState::Unknown);
         }

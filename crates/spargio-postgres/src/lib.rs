@@ -5,7 +5,7 @@
 //! involved (`tokio-compat` is not needed).
 //!
 //! ```no_run
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! spargio::block_on(spargio::run(|handle| async move {
 //!     let pool = spargio_postgres::Pool::connect(&handle, "postgres://app@127.0.0.1/app").await?;
 //!
@@ -19,7 +19,7 @@
 //!     let tx = conn.transaction().await?;
 //!     tx.execute("UPDATE world SET randomnumber = $1 WHERE id = 7", &[&(n + 1)]).await?;
 //!     tx.commit().await?;
-//!     Ok::<_, Box<dyn std::error::Error>>(())
+//!     Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
 //! }))??;
 //! # Ok(()) }
 //! ```

@@ -187,16 +187,7 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
                 "`Upgrade` is not `websocket`",
             ));
         }
-        if headers
-            .get(header::SEC_WEBSOCKET_VERSION)
-            .map(|v| v.as_bytes())
-            != Some(b"13")
-        {
-            return Err(reject(
-                StatusCode::BAD_REQUEST,
-                "`Sec-WebSocket-Version` is not 13",
-            ));
-        }
+        version_13(headers)?;
         let Some(key) = headers.get(header::SEC_WEBSOCKET_KEY) else {
             return Err(reject(
                 StatusCode::BAD_REQUEST,
@@ -221,6 +212,21 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
     }
 }
 
+/// Both handshakes ask for `Sec-WebSocket-Version: 13`.
+fn version_13(headers: &HeaderMap) -> Result<(), WebSocketRejection> {
+    if headers
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .map(|v| v.as_bytes())
+        == Some(b"13")
+    {
+        return Ok(());
+    }
+    Err(WebSocketRejection::new(
+        StatusCode::BAD_REQUEST,
+        "`Sec-WebSocket-Version` is not 13",
+    ))
+}
+
 /// The subprotocols offered in `Sec-WebSocket-Protocol`, in order.
 fn offered_protocols(headers: &HeaderMap) -> Vec<HeaderValue> {
     headers
@@ -242,17 +248,7 @@ fn extended_connect(parts: &mut Parts) -> Result<WebSocketUpgrade, WebSocketReje
             "an HTTP/2 CONNECT without `:protocol websocket`",
         ));
     }
-    if parts
-        .headers
-        .get(header::SEC_WEBSOCKET_VERSION)
-        .map(|v| v.as_bytes())
-        != Some(b"13")
-    {
-        return Err(reject(
-            StatusCode::BAD_REQUEST,
-            "`Sec-WebSocket-Version` is not 13",
-        ));
-    }
+    version_13(&parts.headers)?;
     let Some(on_upgrade) = parts.extensions.remove::<OnUpgrade>() else {
         return Err(reject(
             StatusCode::UPGRADE_REQUIRED,
