@@ -18,7 +18,7 @@ use spargio::net::TcpStream;
 use spargio::RuntimeHandle;
 
 use crate::options::{with_timeout, HandshakeOptions};
-use crate::provider::{config_error, ring};
+use crate::provider::{config_error, provider};
 use crate::{pem, ClientTlsStream};
 
 /// Opens TLS client connections with one `rustls::ClientConfig`.
@@ -73,7 +73,7 @@ impl TlsConnector {
 
     /// A connector that trusts `roots`.
     pub fn with_root_store(roots: RootCertStore) -> io::Result<TlsConnector> {
-        let config = ClientConfig::builder_with_provider(ring())
+        let config = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(config_error)?
             .with_root_certificates(roots)

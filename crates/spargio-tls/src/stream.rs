@@ -75,6 +75,11 @@ impl ClientTlsStream {
         self.connection().protocol_version()
     }
 
+    /// The cipher suite agreed.
+    pub fn negotiated_cipher_suite(&self) -> Option<rustls::SupportedCipherSuite> {
+        self.connection().negotiated_cipher_suite()
+    }
+
     /// Splits the stream into a read half and a write half, each usable
     /// from its own task at the same time; [`TlsReadHalf::reunite`] puts
     /// them back together.
@@ -171,6 +176,11 @@ impl ServerTlsStream {
     /// The TLS version agreed.
     pub fn protocol_version(&self) -> Option<ProtocolVersion> {
         self.connection().protocol_version()
+    }
+
+    /// The cipher suite agreed.
+    pub fn negotiated_cipher_suite(&self) -> Option<rustls::SupportedCipherSuite> {
+        self.connection().negotiated_cipher_suite()
     }
 
     /// The host name the client sent (SNI), if any.
