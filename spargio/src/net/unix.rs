@@ -133,6 +133,11 @@ pub struct UnixListener {
 }
 
 impl UnixListener {
+    /// The runtime this listener belongs to.
+    pub fn handle(&self) -> &RuntimeHandle {
+        &self.handle
+    }
+
     /// Binds to `path` and listens (`AddrInUse` if the path exists).
     pub fn bind(
         handle: impl AsRef<RuntimeHandle>,

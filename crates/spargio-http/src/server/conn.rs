@@ -9,12 +9,11 @@ use std::task::Poll;
 
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use spargio::io::Compat;
-use spargio::net::TcpStream;
 use spargio_tls::{HandshakeOptions, TlsAcceptor};
 
 use super::hub::ConnGuard;
 use super::idle::{ConnState, EXPIRE_NONE, EXPIRE_NOW};
+use super::listener::Accepted;
 use super::service::{ConnService, HttpBody, HttpService};
 use crate::rt::{Executor, Io, Serves, Transport};
 
@@ -34,19 +33,20 @@ pub(crate) struct Shared {
 
 /// Serves one connection until it ends, the server aborts, or (draining)
 /// its in-flight requests are answered.
-pub(crate) async fn serve_connection<S, B>(
+pub(crate) async fn serve_connection<St, S, B>(
     shared: Arc<Shared>,
-    stream: TcpStream,
+    stream: St,
     service: S,
     state: Option<Arc<ConnState>>,
     mut guard: ConnGuard,
 ) where
+    St: Accepted,
     S: HttpService<B>,
     B: HttpBody,
 {
-    let _ = stream.set_nodelay(true);
+    stream.prepare();
     let peer = if shared.connect_info {
-        stream.peer_addr().ok()
+        stream.peer()
     } else {
         None
     };
@@ -55,13 +55,16 @@ pub(crate) async fn serve_connection<S, B>(
         peer,
         state,
     });
-    match &shared.tls {
-        None => {
-            let io = Io::new(Compat::new(stream));
+    let handshake = match &shared.tls {
+        None => Err(stream),
+        Some((acceptor, options)) => stream.tls(acceptor, *options),
+    };
+    match handshake {
+        Err(stream) => {
+            let io = Io::new(stream.into_io());
             drive(&shared.builder, io, shared.serves, service, &mut guard).await;
         }
-        Some((acceptor, options)) => {
-            let handshake = Box::pin(acceptor.accept_with_options(stream, *options));
+        Ok(handshake) => {
             let tls = match watch(handshake, &mut guard, true).await {
                 Some(Ok(tls)) => tls,
                 _ => return,

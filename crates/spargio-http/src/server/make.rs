@@ -35,22 +35,22 @@ use spargio::net::TcpStream;
 )]
 pub trait IntoConnMaker<Marker> {
     /// What makes each connection's service.
-    type Maker: MakeConn;
+    type Maker;
 
     /// The maker.
     fn into_maker(self) -> Self::Maker;
 }
 
-/// Makes the service of each accepted connection. Implemented for every
-/// cloneable tower service of `Request<Incoming>` and for this module's
-/// makers; not meant to be implemented elsewhere.
-pub trait MakeConn: Send + 'static {
+/// Makes the service of each connection accepted as a `St`. Implemented
+/// for every cloneable tower service of `Request<Incoming>` and for this
+/// module's makers; not meant to be implemented elsewhere.
+pub trait MakeConn<St>: Send + 'static {
     /// The service one connection runs.
     type Service;
 
     /// The service for the connection on `stream`; an error skips the
     /// connection (its peer is gone already).
-    fn make(&self, stream: &TcpStream) -> io::Result<Self::Service>;
+    fn make(&self, stream: &St) -> io::Result<Self::Service>;
 }
 
 /// Marker of a service served as it is (its response body `B`).
@@ -73,13 +73,13 @@ where
     }
 }
 
-impl<S> MakeConn for S
+impl<S, St> MakeConn<St> for S
 where
     S: tower_service::Service<Request<Incoming>> + Clone + Send + 'static,
 {
     type Service = S;
 
-    fn make(&self, _: &TcpStream) -> io::Result<S> {
+    fn make(&self, _: &St) -> io::Result<S> {
         Ok(self.clone())
     }
 }
@@ -180,10 +180,10 @@ mod axum_forms {
         }
     }
 
-    impl<S: Clone + Send + 'static> MakeConn for Made<S> {
+    impl<S: Clone + Send + 'static, St> MakeConn<St> for Made<S> {
         type Service = S;
 
-        fn make(&self, _: &TcpStream) -> io::Result<S> {
+        fn make(&self, _: &St) -> io::Result<S> {
             Ok(self.0.clone())
         }
     }
@@ -200,7 +200,7 @@ mod axum_forms {
         }
     }
 
-    impl<S, C> MakeConn for MadePerConnection<IntoMakeServiceWithConnectInfo<S, C>>
+    impl<S, C> MakeConn<TcpStream> for MadePerConnection<IntoMakeServiceWithConnectInfo<S, C>>
     where
         S: Clone + Send + 'static,
         C: for<'a> Connected<IncomingStream<'a>> + Send + 'static,

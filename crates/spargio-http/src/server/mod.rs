@@ -1,6 +1,7 @@
 //! The server: [`serve`] a tower service (an `axum::Router`, tonic's
 //! `Routes`, any `tower::Service<Request<Incoming>>`, or a hyper service
-//! through [`hyper_service`]) on a spargio [`TcpListener`].
+//! through [`hyper_service`]) on a spargio [`TcpListener`] or
+//! `UnixListener` ([`Listener`]).
 //!
 //! # How it runs
 //!
@@ -76,6 +77,7 @@ mod h3;
 mod h3_liveness;
 mod hub;
 mod idle;
+mod listener;
 mod make;
 mod service;
 
@@ -87,7 +89,6 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use futures_core::Stream;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::server::conn::auto;
@@ -97,6 +98,7 @@ use spargio_tls::{HandshakeOptions, TlsAcceptor};
 
 #[cfg(feature = "http3")]
 pub use self::h3::{serve_h3, H3Body, H3Service, H3WithGracefulShutdown, ServeH3};
+pub use listener::{Accepted, Listener, Peer, UnixPeerCred};
 #[cfg(feature = "axum")]
 pub use make::{
     AsMakeService, AsMakeServiceWithConnectInfo, IncomingStream, Made, MadePerConnection,
@@ -127,8 +129,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 ///     Ok(())
 /// }
 /// ```
-pub fn serve<S, Marker>(listener: TcpListener, service: S) -> Serve<S::Maker>
+pub fn serve<L, S, Marker>(listener: L, service: S) -> Serve<S::Maker, L>
 where
+    L: Listener,
     S: IntoConnMaker<Marker>,
 {
     Serve {
@@ -182,14 +185,14 @@ impl Default for Config {
 
 /// A server being configured; `.await` it to run (module docs).
 #[must_use = "a server does nothing until awaited"]
-pub struct Serve<S> {
-    listener: TcpListener,
+pub struct Serve<S, L = TcpListener> {
+    listener: L,
     service: S,
     config: Config,
     hyper: Option<HyperSettings>,
 }
 
-impl<S> fmt::Debug for Serve<S> {
+impl<S, L: fmt::Debug> fmt::Debug for Serve<S, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Serve")
             .field("listener", &self.listener)
@@ -198,7 +201,7 @@ impl<S> fmt::Debug for Serve<S> {
     }
 }
 
-impl<S> Serve<S> {
+impl<S, L> Serve<S, L> {
     /// At most `n` connections open at once (default 10,000; at least 1).
     /// At the bound the server stops accepting until a connection ends;
     /// clients wait in the listen backlog.
@@ -245,23 +248,6 @@ impl<S> Serve<S> {
     /// accepted before it speaks. See [`TcpListener::set_defer_accept`].
     pub fn defer_accept(mut self, on: bool) -> Self {
         self.config.defer_accept = on;
-        self
-    }
-
-    /// Serves HTTPS: every accepted connection runs `acceptor`'s TLS
-    /// handshake first. Unless the acceptor already sets ALPN protocols,
-    /// ALPN offers what the server serves: `h2` and `http/1.1`, or only
-    /// one of them with [`http2_only`](Self::http2_only) (gRPC) or
-    /// [`http1_only`](Self::http1_only), called before or after this.
-    /// The connection is served in the protocol the client picks.
-    pub fn tls(mut self, acceptor: TlsAcceptor) -> Self {
-        self.config.tls = Some(acceptor);
-        self
-    }
-
-    /// How long a TLS handshake may take (default 10 s; `None`: no limit).
-    pub fn tls_handshake_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.config.tls_handshake_timeout = timeout;
         self
     }
 
@@ -330,7 +316,7 @@ impl<S> Serve<S> {
 
     /// Runs until `signal` completes, then shuts down gracefully (module
     /// docs).
-    pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<S, F>
+    pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<S, F, L>
     where
         F: Future<Output = ()> + Send + 'static,
     {
@@ -342,16 +328,35 @@ impl<S> Serve<S> {
     }
 }
 
+impl<S> Serve<S, TcpListener> {
+    /// Serves HTTPS: every accepted connection runs `acceptor`'s TLS
+    /// handshake first. Unless the acceptor already sets ALPN protocols,
+    /// ALPN offers what the server serves: `h2` and `http/1.1`, or only
+    /// one of them with [`http2_only`](Self::http2_only) (gRPC) or
+    /// [`http1_only`](Self::http1_only), called before or after this.
+    /// The connection is served in the protocol the client picks.
+    pub fn tls(mut self, acceptor: TlsAcceptor) -> Self {
+        self.config.tls = Some(acceptor);
+        self
+    }
+
+    /// How long a TLS handshake may take (default 10 s; `None`: no limit).
+    pub fn tls_handshake_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config.tls_handshake_timeout = timeout;
+        self
+    }
+}
+
 /// A server that shuts down gracefully when its signal completes; `.await`
 /// it to run.
 #[must_use = "a server does nothing until awaited"]
-pub struct WithGracefulShutdown<S, F> {
-    serve: Serve<S>,
+pub struct WithGracefulShutdown<S, F, L = TcpListener> {
+    serve: Serve<S, L>,
     signal: F,
     grace_period: Duration,
 }
 
-impl<S, F> fmt::Debug for WithGracefulShutdown<S, F> {
+impl<S, F, L: fmt::Debug> fmt::Debug for WithGracefulShutdown<S, F, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WithGracefulShutdown")
             .field("serve", &self.serve)
@@ -360,7 +365,7 @@ impl<S, F> fmt::Debug for WithGracefulShutdown<S, F> {
     }
 }
 
-impl<S, F> WithGracefulShutdown<S, F> {
+impl<S, F, L> WithGracefulShutdown<S, F, L> {
     /// How long in-flight requests may take to finish once the signal has
     /// completed (default 30 s); then the remaining connections are closed.
     pub fn grace_period(mut self, grace_period: Duration) -> Self {
@@ -371,9 +376,10 @@ impl<S, F> WithGracefulShutdown<S, F> {
 
 type ServeFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 
-impl<M, S, B> IntoFuture for Serve<M>
+impl<M, S, B, L> IntoFuture for Serve<M, L>
 where
-    M: MakeConn<Service = S>,
+    L: Listener,
+    M: MakeConn<L::Stream, Service = S>,
     // The `Response` equality names `B` for the impl.
     S: HttpService<B> + tower_service::Service<Request<Incoming>, Response = Response<B>>,
     B: HttpBody,
@@ -386,9 +392,10 @@ where
     }
 }
 
-impl<M, S, B, F> IntoFuture for WithGracefulShutdown<M, F>
+impl<M, S, B, F, L> IntoFuture for WithGracefulShutdown<M, F, L>
 where
-    M: MakeConn<Service = S>,
+    L: Listener,
+    M: MakeConn<L::Stream, Service = S>,
     // The `Response` equality names `B` for the impl.
     S: HttpService<B> + tower_service::Service<Request<Incoming>, Response = Response<B>>,
     B: HttpBody,
@@ -471,9 +478,10 @@ enum Event<T> {
     Shutdown,
 }
 
-async fn run<M, S, B, F>(serve: Serve<M>, signal: F, grace_period: Duration) -> io::Result<()>
+async fn run<M, S, B, F, L>(serve: Serve<M, L>, signal: F, grace_period: Duration) -> io::Result<()>
 where
-    M: MakeConn<Service = S>,
+    L: Listener,
+    M: MakeConn<L::Stream, Service = S>,
     S: HttpService<B>,
     B: HttpBody,
     F: Future<Output = ()> + Send + 'static,
@@ -484,13 +492,13 @@ where
         config,
         hyper,
     } = serve;
-    let handle = listener.handle().clone();
+    let handle = listener.runtime().clone();
     // One second: the shortest deferral the kernel has (one SYN-ACK
     // retransmission), as nginx's `deferred` sets it. Off sets zero, so a
     // listener that had it set by its owner is served as told. A listener
     // that refuses the option is served undeferred.
     let defer = Duration::from_secs(u64::from(config.defer_accept));
-    let _ = listener.set_defer_accept(defer);
+    listener.defer_accept(defer);
     let shared = Arc::new(builders(
         &config,
         hyper,
@@ -512,7 +520,7 @@ where
         }
         None => None,
     };
-    let mut incoming = listener.incoming_round_robin()?;
+    let mut incoming = listener.accepting()?;
     let mut signal = std::pin::pin!(signal);
     loop {
         let event = poll_fn(|cx| {
@@ -522,7 +530,8 @@ where
             if hub.poll_below(config.max_connections, cx).is_pending() {
                 return Poll::Pending;
             }
-            Pin::new(&mut incoming)
+            incoming
+                .as_mut()
                 .poll_next(cx)
                 .map(|next| Event::Accepted(next.expect("a multishot accept never ends")))
         })
@@ -536,7 +545,7 @@ where
                 };
                 let state = shared.idle_timeout.then(Arc::default);
                 let guard = hub.enter(state.clone());
-                let placement = TaskPlacement::Pinned(stream.session_shard());
+                let placement = TaskPlacement::Pinned(stream.session());
                 let task = conn::serve_connection(shared.clone(), stream, service, state, guard);
                 // Fails only when the runtime is shutting down; the task
                 // (and with it the stream and the guard) is dropped.

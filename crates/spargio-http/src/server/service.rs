@@ -67,7 +67,7 @@ pub struct PeerAddr(pub SocketAddr);
 #[derive(Clone, Debug)]
 pub(crate) struct ConnService<S> {
     pub(crate) inner: S,
-    pub(crate) peer: Option<SocketAddr>,
+    pub(crate) peer: Option<super::listener::Peer>,
     pub(crate) state: Option<Arc<ConnState>>,
 }
 
@@ -87,11 +87,20 @@ where
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        if let Some(peer) = self.peer {
-            req.extensions_mut().insert(PeerAddr(peer));
-            #[cfg(feature = "axum")]
-            req.extensions_mut()
-                .insert(axum::extract::ConnectInfo(peer));
+        match self.peer {
+            Some(super::listener::Peer::Tcp(peer)) => {
+                req.extensions_mut().insert(PeerAddr(peer));
+                #[cfg(feature = "axum")]
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+            }
+            Some(super::listener::Peer::Unix(cred)) => {
+                req.extensions_mut().insert(cred);
+                #[cfg(feature = "axum")]
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(cred));
+            }
+            None => {}
         }
         let deadline = deadline::begin(&req);
         TrackedFuture {
