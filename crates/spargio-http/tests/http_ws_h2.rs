@@ -72,6 +72,27 @@ fn an_http2_extended_connect_websocket_echoes() {
             .unwrap();
         assert_eq!(plain.status(), StatusCode::OK);
 
+        // Refused before the handler: no `Sec-WebSocket-Version`, and a
+        // `:protocol` that is not `websocket`.
+        for (protocol, version) in [("websocket", None), ("chat", Some("13"))] {
+            let mut bad = Request::builder()
+                .method(Method::CONNECT)
+                .version(Version::HTTP_2)
+                .uri(format!("http://{addr}/ws"));
+            if let Some(v) = version {
+                bad = bad.header("sec-websocket-version", v);
+            }
+            let mut bad = bad.body(Empty::<Bytes>::new()).unwrap();
+            bad.extensions_mut()
+                .insert(hyper::ext::Protocol::from(protocol));
+            let res = send.send_request(bad).await.expect("an answer");
+            assert_eq!(
+                res.status(),
+                StatusCode::BAD_REQUEST,
+                "{protocol} {version:?}"
+            );
+        }
+
         let mut req = Request::builder()
             .method(Method::CONNECT)
             .version(Version::HTTP_2)

@@ -58,7 +58,7 @@
 //!    queues an SQE, arms an earlier spargio timer) must end the park:
 //!    tokio calls the `on_thread_park` hook before each block, and the
 //!    hook wakes the loop when the shard has such work.
-//! 7. **The stall detector sees tokio tasks.** From the loop's return to
+//! 6. **The stall detector sees tokio tasks.** From the loop's return to
 //!    tokio until its next poll, except while tokio blocks in its reactor
 //!    (between the `on_thread_park` and `on_thread_unpark` hooks), the
 //!    shard's thread belongs to tokio tasks: that stretch takes the poll
@@ -66,7 +66,7 @@
 //!    past the threshold is a `StallReport::Tokio`. A build with
 //!    `--cfg tokio_unstable` times each tokio task's poll instead
 //!    (tokio's task hooks), and the report names its spawn site.
-//! 8. **Shutdown** runs after the loop's `block_on` returns; its waits
+//! 7. **Shutdown** runs after the loop's `block_on` returns; its waits
 //!    (`nap`, the quiesce of the ring) park in a `block_on` of their own
 //!    (`ShardTokio::park`), as does every park when the loop is not in
 //!    `block_on`.
@@ -154,7 +154,7 @@ impl TokioParts {
                 .on_task_spawn(move |meta| spawned.spawned(meta.id(), meta.spawned_at()))
                 .on_task_terminate(move |meta| ended.ended(meta.id()));
         }
-        // Step 7: each tokio task's poll timed, with its spawn site.
+        // Step 6: each tokio task's poll timed, with its spawn site.
         #[cfg(tokio_unstable)]
         builder
             .on_before_task_poll(|meta| {
@@ -221,7 +221,7 @@ pub(crate) struct ShardTokio {
     /// The loop's park timeout, reset for each park (made once: a tokio
     /// timer is an allocation).
     sleep: RefCell<Pin<Box<tokio::time::Sleep>>>,
-    /// Who has the thread, for the stall detector (step 7).
+    /// Who has the thread, for the stall detector (step 6).
     stretch: Cell<Stretch>,
 }
 

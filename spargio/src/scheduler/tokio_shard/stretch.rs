@@ -1,5 +1,5 @@
 //! The stall detector's view of the shard's tokio tasks (module docs of
-//! `tokio_shard`, step 7): while the loop has handed the thread to tokio
+//! `tokio_shard`, step 6): while the loop has handed the thread to tokio
 //! and tokio is not blocked in its reactor, the tokio tasks it polls hold
 //! the shard, and the poll slot says so.
 
