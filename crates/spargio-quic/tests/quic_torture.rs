@@ -284,8 +284,10 @@ fn run(seed: u64, trace: Trace, fds: Option<Baseline>) -> Result<usize, String> 
     let res = conn::connect_and_run(&h, &prt, &shared);
     lock(&shared.peer_conn).take();
     prt.shutdown_timeout(Duration::from_secs(1));
-    res?;
     let errors = lock(&shared.peer_errors).clone();
+    if let Err(e) = res {
+        return Err(format!("{e}\n---- the peer's errors ----\n{errors:?}"));
+    }
     if !errors.is_empty() {
         return Err(format!("peer: {}", errors.join("; ")));
     }

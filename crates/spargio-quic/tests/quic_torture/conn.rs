@@ -126,6 +126,7 @@ pub fn connect_and_run(
         let conn = match connecting.await {
             Ok(c) => c,
             Err(e) => {
+                s.log(format!("peer: {e}"));
                 lock(&s.peer_errors).push(e);
                 s.peer_done.store(true, Ordering::Release);
                 return;
@@ -206,6 +207,9 @@ async fn ours_main(
         h.spawn_stealable(off).expect("spawn the faults' end");
     }
     let res = ours::run(h.clone(), conn.clone(), shared.clone()).await;
+    // What the drivers saw, while the connection still exists: a failure
+    // of ours reports it.
+    let res = res.map_err(|e| format!("{e}\n{}", drivers_report(&ep)));
     // The peer's tasks end once every stream has ended on its side.
     let waited = bounded_for(LONG, "the peer's streams", async {
         // Acquire: pairs with the peer's Release; its records are then
@@ -239,13 +243,17 @@ async fn end_connection(
         let why = if endpoint_first {
             drop(ep);
             shared.log("dropped our endpoint".into());
-            let why = bounded("the peer's view of the close", peer_closed(shared)).await;
+            let why = bounded("the peer's view of the close", peer_closed(shared))
+                .await
+                .and_then(|r| r);
             drop(conn);
             why
         } else {
             drop(conn);
             shared.log("dropped our connection".into());
-            let why = bounded("the peer's view of the close", peer_closed(shared)).await;
+            let why = bounded("the peer's view of the close", peer_closed(shared))
+                .await
+                .and_then(|r| r);
             drain(&ep).await?;
             why
         };
@@ -305,30 +313,43 @@ async fn drain(ep: &QuicEndpoint) -> Result<(), String> {
     ep.close(0, b"");
     match spargio::time::timeout(HANG, ep.wait_idle()).await {
         Ok(res) => res.map_err(|e| format!("our endpoint's wait_idle: {e}")),
-        Err(_) => {
-            let mut report = format!("hang: our endpoint's wait_idle did not end within {HANG:?}");
-            for d in ep.drivers() {
-                let p = d.probe();
-                let s = d.stats();
-                report += &format!(
-                    "\n  driver on shard {}: {} connections, closed {}, registered {}, \
-                     closed {}, dealt {}, moves {}, timers {:?}",
-                    p.owner_shard,
-                    p.connections,
-                    p.closed,
-                    s.registrations,
-                    s.connections_closed,
-                    s.connections_dealt,
-                    s.connection_moves,
-                    d.timer_state()
-                );
-                for id in d.connection_ids() {
-                    report += &format!("\n    connection {id}: {:?}", d.connection_state(id));
-                }
-            }
-            Err(report)
+        Err(_) => Err(format!(
+            "hang: our endpoint's wait_idle did not end within {HANG:?}\n{}",
+            drivers_report(ep)
+        )),
+    }
+}
+
+/// Where each of our drivers stands: its counters, the faults it
+/// injected, its connections.
+fn drivers_report(ep: &QuicEndpoint) -> String {
+    let mut report = String::from("---- our drivers ----");
+    for d in ep.drivers() {
+        let p = d.probe();
+        let s = d.stats();
+        report += &format!(
+            "\n  driver on shard {}: {} connections, closed {}, registered {}, closed {}, \
+             dealt {}, moves {}, datagrams in {} out {}, send errors {}, receive errors {}, \
+             faults {:?}, timers {:?}",
+            p.owner_shard,
+            p.connections,
+            p.closed,
+            s.registrations,
+            s.connections_closed,
+            s.connections_dealt,
+            s.connection_moves,
+            s.datagrams_received,
+            s.datagrams_sent,
+            s.send_errors,
+            s.recv_errors,
+            d.fault_stats(),
+            d.timer_state()
+        );
+        for id in d.connection_ids() {
+            report += &format!("\n    connection {id}: {:?}", d.connection_state(id));
         }
     }
+    report
 }
 
 /// quinn-proto 0.11.19 never sends a CONNECTION_CLOSE that its
@@ -361,12 +382,16 @@ fn faults_off(shared: &Shared, drivers: &[NativeProtoDriver]) {
     }
 }
 
-/// How the peer saw its connection end, once it has.
-async fn peer_closed(shared: &Shared) -> quinn::ConnectionError {
-    let conn = lock(&shared.peer_conn).clone();
+/// How the peer saw its connection end, once it has; an error if the
+/// peer never had it (its handshake failed).
+async fn peer_closed(shared: &Shared) -> Result<quinn::ConnectionError, String> {
+    let Some(conn) = lock(&shared.peer_conn).clone() else {
+        let errors = lock(&shared.peer_errors).clone();
+        return Err(format!("the peer never had the connection: {errors:?}"));
+    };
     loop {
-        if let Some(why) = conn.as_ref().and_then(|c| c.close_reason()) {
-            return why;
+        if let Some(why) = conn.close_reason() {
+            return Ok(why);
         }
         spargio::time::sleep(Duration::from_millis(2)).await;
     }
