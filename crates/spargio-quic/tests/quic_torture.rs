@@ -282,7 +282,8 @@ fn run(seed: u64, trace: Trace, fds: Option<Baseline>) -> Result<usize, String> 
         .build()
         .map_err(|e| format!("peer runtime: {e}"))?;
     let res = conn::connect_and_run(&h, &prt, &shared);
-    lock(&shared.peer_conn).take();
+    let peer_stats = lock(&shared.peer_conn).take().map(|c| c.stats());
+    let res = res.map_err(|e| format!("{e}\n---- the peer's connection ----\n{peer_stats:#?}"));
     prt.shutdown_timeout(Duration::from_secs(1));
     let errors = lock(&shared.peer_errors).clone();
     if let Err(e) = res {
