@@ -65,7 +65,7 @@ impl TlsAcceptor {
     pub fn from_pem(cert_chain_pem: &[u8], key_pem: &[u8]) -> io::Result<TlsAcceptor> {
         let certs = pem::certs(cert_chain_pem)?;
         let key = pem::private_key(key_pem)?;
-        let config = ServerConfig::builder_with_provider(provider())
+        let config = ServerConfig::builder_with_provider(provider()?)
             .with_safe_default_protocol_versions()
             .map_err(config_error)?
             .with_no_client_auth()

@@ -53,11 +53,18 @@ impl TlsConnector {
     /// A connector that trusts the roots of Mozilla's CA program
     /// (`webpki-roots`), with rustls's safe defaults (TLS 1.2 and 1.3) and
     /// no client certificate.
+    ///
+    /// # Panics
+    ///
+    /// In a build with neither provider feature (`ring`, `aws-lc-rs`)
+    /// when no process default provider is installed: the message names
+    /// the fix ([`with_root_store`](TlsConnector::with_root_store) returns
+    /// that as an error instead).
     pub fn with_webpki_roots() -> TlsConnector {
         let roots = RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         };
-        TlsConnector::with_root_store(roots).expect("the ring provider supports the safe defaults")
+        TlsConnector::with_root_store(roots).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A connector that trusts exactly the CA certificates in `pem`
@@ -73,7 +80,7 @@ impl TlsConnector {
 
     /// A connector that trusts `roots`.
     pub fn with_root_store(roots: RootCertStore) -> io::Result<TlsConnector> {
-        let config = ClientConfig::builder_with_provider(provider())
+        let config = ClientConfig::builder_with_provider(provider()?)
             .with_safe_default_protocol_versions()
             .map_err(config_error)?
             .with_root_certificates(roots)

@@ -1,8 +1,14 @@
 //! # spargio-tls
 //!
-//! TLS for [spargio]: [rustls] (crypto from `ring`) over the runtime's
-//! io_uring TCP streams.
+//! TLS for [spargio]: [rustls] over the runtime's io_uring TCP streams.
 //!
+//! * **Crypto provider, as rustls chooses one.** Every config built here
+//!   uses the process default provider when one is installed
+//!   (`CryptoProvider::install_default`), else the one a feature selects:
+//!   `ring` (default) or `aws-lc-rs` (post-quantum key exchange
+//!   preferred, as in rustls' defaults); with both, `ring`. A process
+//!   that has both compiled in (axum-server brings `aws-lc-rs`) works
+//!   without installing anything.
 //! * **Connect and accept.** [`TlsConnector`] opens a TCP connection and
 //!   runs the client handshake; [`TlsAcceptor`] runs the server handshake
 //!   on an accepted stream. Both wrap a shared `rustls` config, built by

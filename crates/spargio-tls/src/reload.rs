@@ -66,7 +66,7 @@ impl ResolvesServerCert for Slot {
 fn certified(cert_chain_pem: &[u8], key_pem: &[u8]) -> io::Result<Arc<CertifiedKey>> {
     let certs = pem::certs(cert_chain_pem)?;
     let key = pem::private_key(key_pem)?;
-    CertifiedKey::from_der(certs, key, &provider())
+    CertifiedKey::from_der(certs, key, &*provider()?)
         .map(Arc::new)
         .map_err(|e| pem::invalid(format!("certificate and key rejected: {e}")))
 }
@@ -105,7 +105,7 @@ impl TlsAcceptor {
         let slot = Arc::new(Slot {
             current: RwLock::new(certified(cert_chain_pem, key_pem)?),
         });
-        let config = ServerConfig::builder_with_provider(provider())
+        let config = ServerConfig::builder_with_provider(provider()?)
             .with_safe_default_protocol_versions()
             .map_err(config_error)?
             .with_no_client_auth()

@@ -80,6 +80,14 @@ impl ClientTlsStream {
         self.connection().negotiated_cipher_suite()
     }
 
+    /// The key exchange group agreed (`X25519MLKEM768` where both sides
+    /// prefer post-quantum key exchange, as `aws-lc-rs` does here).
+    pub fn negotiated_key_exchange_group(&self) -> Option<rustls::NamedGroup> {
+        self.connection()
+            .negotiated_key_exchange_group()
+            .map(|g| g.name())
+    }
+
     /// Splits the stream into a read half and a write half, each usable
     /// from its own task at the same time; [`TlsReadHalf::reunite`] puts
     /// them back together.
@@ -181,6 +189,14 @@ impl ServerTlsStream {
     /// The cipher suite agreed.
     pub fn negotiated_cipher_suite(&self) -> Option<rustls::SupportedCipherSuite> {
         self.connection().negotiated_cipher_suite()
+    }
+
+    /// The key exchange group agreed (`X25519MLKEM768` where both sides
+    /// prefer post-quantum key exchange, as `aws-lc-rs` does here).
+    pub fn negotiated_key_exchange_group(&self) -> Option<rustls::NamedGroup> {
+        self.connection()
+            .negotiated_key_exchange_group()
+            .map(|g| g.name())
     }
 
     /// The host name the client sent (SNI), if any.
