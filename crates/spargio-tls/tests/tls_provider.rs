@@ -7,13 +7,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::pki;
-use spargio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use spargio_tls::rustls::crypto::{ring, CryptoProvider};
-use spargio_tls::{HandshakeOptions, TlsAcceptor, TlsConnector};
+use spargio_tls::{TlsAcceptor, TlsConnector};
 
 #[test]
 fn an_installed_default_provider_is_used_by_acceptor_and_connector() {
@@ -43,35 +41,10 @@ fn an_installed_default_provider_is_used_by_acceptor_and_connector() {
 
     // And a handshake between them agrees on it.
     common::run_bounded(Duration::from_secs(30), move |h| async move {
-        let listener = spargio::net::TcpListener::bind(&h, "127.0.0.1:0")
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = h
-            .spawn_stealable(async move {
-                let (tcp, _) = listener.accept().await.unwrap();
-                let mut tls = acceptor.accept(tcp).await.unwrap();
-                let (res, buf) = tls.read(Vec::with_capacity(16)).await;
-                res.unwrap();
-                tls.write_all(buf).await.0.unwrap();
-                tls.flush().await.unwrap();
-                tls.negotiated_cipher_suite()
-            })
-            .unwrap();
-        let mut tls = connector
-            .connect_socket_addr_with_options(&h, addr, "localhost", HandshakeOptions::default())
-            .await
-            .unwrap();
-        tls.write_all(&b"hi"[..]).await.0.unwrap();
-        tls.flush().await.unwrap();
-        let (res, echo) = tls.read(Vec::with_capacity(16)).await;
-        res.unwrap();
-        assert_eq!(echo, b"hi");
-        let suite = server.await.unwrap().map(|s| s.suite());
+        let (_client, server) = common::echoed_handshake(h, acceptor, connector).await;
         assert_eq!(
-            suite,
+            server.negotiated_cipher_suite().map(|s| s.suite()),
             Some(spargio_tls::rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256)
         );
-        let _ = Arc::new(());
     });
 }

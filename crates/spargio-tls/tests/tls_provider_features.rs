@@ -18,10 +18,9 @@ mod selected {
     use std::time::Duration;
 
     use common::pki;
-    use spargio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
     use spargio_tls::rustls::crypto::CryptoProvider;
     use spargio_tls::rustls::NamedGroup;
-    use spargio_tls::{HandshakeOptions, TlsAcceptor, TlsConnector};
+    use spargio_tls::{TlsAcceptor, TlsConnector};
 
     /// The group a feature set's provider agrees on with itself.
     fn expected_group() -> NamedGroup {
@@ -46,37 +45,15 @@ mod selected {
         // later rustls user in this process decides that for itself.
         assert!(CryptoProvider::get_default().is_none());
         common::run_bounded(Duration::from_secs(30), move |h| async move {
-            let listener = spargio::net::TcpListener::bind(&h, "127.0.0.1:0")
-                .await
-                .unwrap();
-            let addr = listener.local_addr().unwrap();
-            let server = h
-                .spawn_stealable(async move {
-                    let (tcp, _) = listener.accept().await.unwrap();
-                    let mut tls = acceptor.accept(tcp).await.unwrap();
-                    let (res, buf) = tls.read(Vec::with_capacity(16)).await;
-                    res.unwrap();
-                    tls.write_all(buf).await.0.unwrap();
-                    tls.flush().await.unwrap();
-                    tls.negotiated_key_exchange_group()
-                })
-                .unwrap();
-            let mut tls = connector
-                .connect_socket_addr_with_options(
-                    &h,
-                    addr,
-                    "localhost",
-                    HandshakeOptions::default(),
-                )
-                .await
-                .unwrap();
-            tls.write_all(&b"hi"[..]).await.0.unwrap();
-            tls.flush().await.unwrap();
-            let (res, echo) = tls.read(Vec::with_capacity(16)).await;
-            res.unwrap();
-            assert_eq!(echo, b"hi");
-            assert_eq!(tls.negotiated_key_exchange_group(), Some(expected_group()));
-            assert_eq!(server.await.unwrap(), Some(expected_group()));
+            let (client, server) = common::echoed_handshake(h, acceptor, connector).await;
+            assert_eq!(
+                client.negotiated_key_exchange_group(),
+                Some(expected_group())
+            );
+            assert_eq!(
+                server.negotiated_key_exchange_group(),
+                Some(expected_group())
+            );
         });
     }
 }

@@ -234,3 +234,39 @@ where
 pub fn crate_path(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
+
+/// A handshake between `acceptor` and `connector` over loopback, then
+/// "hi" echoed through it; both ends, to read what was negotiated.
+pub async fn echoed_handshake(
+    h: spargio::RuntimeHandle,
+    acceptor: spargio_tls::TlsAcceptor,
+    connector: spargio_tls::TlsConnector,
+) -> (spargio_tls::ClientTlsStream, spargio_tls::ServerTlsStream) {
+    use spargio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+    let listener = spargio::net::TcpListener::bind(&h, "127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = h
+        .spawn_stealable(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = acceptor.accept(tcp).await.unwrap();
+            let (res, buf) = tls.read(Vec::with_capacity(16)).await;
+            res.unwrap();
+            tls.write_all(buf).await.0.unwrap();
+            tls.flush().await.unwrap();
+            tls
+        })
+        .unwrap();
+    let options = spargio_tls::HandshakeOptions::default();
+    let mut tls = connector
+        .connect_socket_addr_with_options(&h, addr, "localhost", options)
+        .await
+        .unwrap();
+    tls.write_all(&b"hi"[..]).await.0.unwrap();
+    tls.flush().await.unwrap();
+    let (res, echo) = tls.read(Vec::with_capacity(16)).await;
+    res.unwrap();
+    assert_eq!(echo, b"hi");
+    (tls, server.await.unwrap())
+}
