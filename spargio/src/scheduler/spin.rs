@@ -17,7 +17,16 @@
 //!   something that wants them: spinning would only take more. At most once
 //!   per `SAMPLE_EVERY` an idle gap reads the counter (one `pread`) and
 //!   folds the waited share of the elapsed time into a moving average;
-//!   above `CONTENDED` the shard parks without spinning. Measured on 2
+//!   above `CONTENDED` the shard parks without spinning. The first sample
+//!   has no earlier one to compare with, but all of its run delay was
+//!   spent since the thread was created: a millisecond of it
+//!   (`FIRST_SAMPLE_CONTENDED`; tens of microseconds on a quiet machine)
+//!   says the machine is contended from the start. Measured with two busy
+//!   loops on 2 cores: without it a fresh shard spun, yielding its CPU at
+//!   every poll, and each yield lost it for a whole time slice; a runtime
+//!   built, given one task and dropped took 2.2–2.4 ms to drop, with it
+//!   0.47–0.62 ms (tokio 0.9–3.4 ms there), the quiet figures unchanged
+//!   (`bench/README.md`, "Cold start on a busy machine"). Measured on 2
 //!   cores: hyper under wrk waits for CPU 35–45% of the time, a cross-shard
 //!   ping-pong on otherwise idle cores 0–3%. Without the file
 //!   (a kernel built without `CONFIG_SCHED_INFO`) the shard always spins.
@@ -132,6 +141,10 @@ pub(super) fn pause_for(gap: Duration) {
     }
 }
 
+/// A first sample whose run delay (all of it spent since the thread was
+/// created) is this long: contended from the start.
+const FIRST_SAMPLE_CONTENDED: Duration = Duration::from_millis(1);
+
 /// Shortest interval between two reads of the run-delay counter.
 const SAMPLE_EVERY: Duration = Duration::from_millis(1);
 
@@ -208,6 +221,9 @@ impl AdaptiveSpin {
 
     /// Folds a sample of the run-delay counter into the pressure.
     fn observe(&self, now: Instant, delay_ns: u64) {
+        if self.last.get().is_none() && delay_ns >= FIRST_SAMPLE_CONTENDED.as_nanos() as u64 {
+            self.pressure.set(PRESSURE_ONE);
+        }
         if let Some((at, before)) = self.last.get() {
             let elapsed = now.duration_since(at).as_nanos().max(1) as u64;
             let waited = delay_ns.saturating_sub(before).min(elapsed);
@@ -313,6 +329,22 @@ mod tests {
         }
         assert!(s.pressure.get() <= CONTENDED);
         assert!(!s.contended());
+    }
+
+    #[test]
+    fn a_first_sample_after_a_long_wait_to_run_is_contended_from_the_start() {
+        let t0 = Instant::now();
+        let quiet = AdaptiveSpin::new(Duration::from_micros(50), SchedstatSlot::default());
+        quiet.observe(t0, 40_000);
+        assert!(!quiet.contended(), "40 µs before the first run: quiet");
+        let busy = AdaptiveSpin::new(Duration::from_micros(50), SchedstatSlot::default());
+        busy.observe(t0, 3_000_000);
+        assert!(busy.contended(), "3 ms before the first run: contended");
+        // Later samples that wait for nothing decay it as any pressure.
+        for i in 1..=20 {
+            busy.observe(t0 + Duration::from_millis(i), 3_000_000);
+        }
+        assert!(!busy.contended());
     }
 
     #[test]
