@@ -83,9 +83,7 @@ impl ClientTlsStream {
     /// The key exchange group agreed (`X25519MLKEM768` where both sides
     /// prefer post-quantum key exchange, as `aws-lc-rs` does here).
     pub fn negotiated_key_exchange_group(&self) -> Option<rustls::NamedGroup> {
-        self.connection()
-            .negotiated_key_exchange_group()
-            .map(|g| g.name())
+        key_exchange_group(self.connection())
     }
 
     /// Splits the stream into a read half and a write half, each usable
@@ -194,9 +192,7 @@ impl ServerTlsStream {
     /// The key exchange group agreed (`X25519MLKEM768` where both sides
     /// prefer post-quantum key exchange, as `aws-lc-rs` does here).
     pub fn negotiated_key_exchange_group(&self) -> Option<rustls::NamedGroup> {
-        self.connection()
-            .negotiated_key_exchange_group()
-            .map(|g| g.name())
+        key_exchange_group(self.connection())
     }
 
     /// The host name the client sent (SNI), if any.
@@ -236,4 +232,9 @@ fn debug(
         .field("version", &version)
         .field("alpn", &alpn.map(String::from_utf8_lossy))
         .finish_non_exhaustive()
+}
+
+/// The named group a session agreed on, for both sides' accessors.
+fn key_exchange_group(session: &rustls::CommonState) -> Option<rustls::NamedGroup> {
+    session.negotiated_key_exchange_group().map(|g| g.name())
 }
