@@ -54,8 +54,8 @@ pub use client::{Client, ClientBuilder};
 #[cfg(feature = "axum")]
 pub use server::IncomingStream;
 pub use server::{
-    hyper_service, serve, BoxError, HyperService, IntoConnMaker, Listener, PeerAddr, Serve,
-    UnixPeerCred, WithGracefulShutdown,
+    hyper_service, serve, BoxError, Connection, Connections, HyperService, IntoConnMaker, Listener,
+    PeerAddr, Serve, UnixPeerCred, WithGracefulShutdown,
 };
 #[cfg(feature = "http3")]
 pub use server::{serve_h3, H3Body, ServeH3};

@@ -1,7 +1,9 @@
 //! What [`serve`](crate::serve) accepts connections on: spargio's
-//! `TcpListener` (plain, or TLS with [`Serve::tls`](crate::Serve::tls))
-//! or `UnixListener` (a service behind nginx or a sidecar on a Unix
-//! socket). Each accepted connection's peer, with
+//! `TcpListener` (plain, or TLS with [`Serve::tls`](crate::Serve::tls)),
+//! `UnixListener` (a service behind nginx or a sidecar on a Unix socket),
+//! or a listener of the user's own ([`Connections`]: any stream of accepted
+//! connections, spargio's streams or any [`Transport`] in a
+//! [`Connection`]). Each accepted connection's peer, with
 //! [`with_connect_info`](crate::Serve::with_connect_info): the address for
 //! TCP ([`PeerAddr`](crate::PeerAddr), `ConnectInfo<SocketAddr>`), the
 //! credentials for a Unix socket ([`UnixPeerCred`],
@@ -26,8 +28,10 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for spargio::net::TcpListener {}
     impl Sealed for spargio::net::UnixListener {}
+    impl<S> Sealed for super::Connections<S> {}
     impl Sealed for spargio::net::TcpStream {}
     impl Sealed for spargio::net::UnixStream {}
+    impl<Io> Sealed for super::Connection<Io> {}
 }
 
 /// Accepted connections, one after another.
@@ -37,7 +41,7 @@ pub(crate) type Accepting<S> = Pin<Box<dyn Stream<Item = io::Result<S>> + Send>>
 pub(crate) type Handshake = Pin<Box<dyn Future<Output = io::Result<ServerTlsStream>> + Send>>;
 
 /// A listener [`serve`](crate::serve) takes: spargio's `TcpListener` or
-/// `UnixListener`.
+/// `UnixListener`, or [`Connections`] for a listener of your own.
 pub trait Listener: sealed::Sealed + Send + 'static {
     /// The connections it accepts.
     type Stream: Accepted;
@@ -55,7 +59,8 @@ pub trait Listener: sealed::Sealed + Send + 'static {
     fn accepting(&self) -> io::Result<Accepting<Self::Stream>>;
 }
 
-/// A connection a [`Listener`] accepted.
+/// A connection a [`Listener`] accepted: spargio's `TcpStream` or
+/// `UnixStream`, or a [`Connection`] of your own.
 pub trait Accepted: sealed::Sealed + Send + 'static {
     /// What hyper reads and writes.
     #[doc(hidden)]
@@ -212,6 +217,170 @@ impl Accepted for UnixStream {
 
     fn into_io(self) -> Compat<UnixStream> {
         Compat::new(self)
+    }
+
+    fn tls(self, _: &TlsAcceptor, _: HandshakeOptions) -> Result<Handshake, Self> {
+        Err(self)
+    }
+}
+
+/// A listener of your own: [`serve`](crate::serve) serves the connections
+/// `incoming` yields, as axum's `Listener` trait lets `axum::serve` do.
+///
+/// Each item is an accepted connection: spargio's `TcpStream` (served on
+/// its session shard, with `TCP_NODELAY`, its peer address as connect
+/// info, and axum's `into_make_service_with_connect_info::<SocketAddr>()`)
+/// or `UnixStream` (its peer's credentials as connect info), or any
+/// [`Transport`] of your own in a [`Connection`]. So the source can be a
+/// spargio listener's stream filtered, tapped or limited with
+/// `futures`' combinators, a listener handed over by systemd, or
+/// connections that are not sockets at all. An `Err` item is skipped
+/// (after 50 ms, unless it is one of accept's per-connection errors such
+/// as `ECONNABORTED`), as for spargio's listeners. When the stream ends,
+/// serving ends as at a graceful shutdown: no more connections, the open
+/// ones finish within the grace period, and the serve future returns
+/// `Ok`.
+///
+/// TLS is [`Serve::tls`](crate::Serve::tls)'s for a `TcpListener`; over a
+/// listener of your own, accept TLS yourself and yield the
+/// `spargio_tls::ServerTlsStream` in a [`Connection`].
+///
+/// ```no_run
+/// use futures_util::StreamExt;
+/// use spargio_http::Connections;
+///
+/// # async fn demo(app: axum::Router) -> std::io::Result<()> {
+/// let handle = spargio::RuntimeHandle::current();
+/// let listener = spargio::net::TcpListener::bind(&handle, "127.0.0.1:3000").await?;
+/// // Serve only clients on loopback; everyone else is closed at once.
+/// let loopback = listener.incoming_round_robin()?.filter(|conn| {
+///     let keep = match conn {
+///         Ok(stream) => stream.peer_addr().is_ok_and(|a| a.ip().is_loopback()),
+///         Err(_) => true,
+///     };
+///     std::future::ready(keep)
+/// });
+/// spargio_http::serve(Connections::new(&handle, loopback), app).await
+/// # }
+/// ```
+pub struct Connections<S> {
+    handle: RuntimeHandle,
+    /// Taken when serving starts.
+    incoming: std::sync::Mutex<Option<S>>,
+}
+
+impl<S> Connections<S> {
+    /// Connections from `incoming`, served on `handle`'s runtime.
+    pub fn new(handle: &RuntimeHandle, incoming: S) -> Connections<S> {
+        Connections {
+            handle: handle.clone(),
+            incoming: std::sync::Mutex::new(Some(incoming)),
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for Connections<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connections").finish_non_exhaustive()
+    }
+}
+
+impl<S, T> Listener for Connections<S>
+where
+    S: Stream<Item = io::Result<T>> + Send + 'static,
+    T: Accepted,
+{
+    type Stream = T;
+
+    fn runtime(&self) -> &RuntimeHandle {
+        &self.handle
+    }
+
+    fn defer_accept(&self, _: Duration) {}
+
+    fn accepting(&self) -> io::Result<Accepting<T>> {
+        let taken = self
+            .incoming
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        match taken {
+            Some(incoming) => Ok(Box::pin(incoming)),
+            None => Err(io::Error::other("these Connections are served already")),
+        }
+    }
+}
+
+/// A connection of your own for [`Connections`]: any [`Transport`] (what
+/// hyper reads and writes: spargio's streams through
+/// [`Compat`](spargio::io::Compat), `spargio-tls`'s streams, or a type of
+/// yours), with the peer's address for connect info.
+///
+/// Its connection task is pinned to the shard that made the `Connection`
+/// (shard 0 when made outside the runtime), or to
+/// [`on_shard`](Connection::on_shard)'s.
+///
+/// ```no_run
+/// use spargio::io::Compat;
+/// use spargio_http::Connection;
+///
+/// # async fn demo(stream: spargio::net::TcpStream) -> std::io::Result<()> {
+/// let peer = stream.peer_addr()?;
+/// let conn = Connection::new(Compat::new(stream)).with_peer_addr(peer);
+/// # let _ = conn; Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Connection<Io> {
+    io: Io,
+    peer: Option<SocketAddr>,
+    session: ShardId,
+}
+
+impl<Io: Transport> Connection<Io> {
+    /// `io`, served on the calling task's shard; its peer address is the
+    /// transport's own ([`Transport::peer_addr`]) unless
+    /// [`with_peer_addr`](Connection::with_peer_addr) gives one.
+    pub fn new(io: Io) -> Connection<Io> {
+        let session = spargio::ShardCtx::current().map_or(0, |ctx| ctx.shard_id());
+        Connection {
+            io,
+            peer: None,
+            session,
+        }
+    }
+
+    /// The peer's address: [`PeerAddr`](crate::PeerAddr) and axum's
+    /// `ConnectInfo<SocketAddr>` with
+    /// [`with_connect_info`](crate::Serve::with_connect_info). Without
+    /// one (here or from the transport) those extensions are absent from
+    /// its requests.
+    pub fn with_peer_addr(mut self, peer: SocketAddr) -> Connection<Io> {
+        self.peer = Some(peer);
+        self
+    }
+
+    /// Serves it on shard `shard` (taken modulo the runtime's shards).
+    pub fn on_shard(mut self, shard: ShardId) -> Connection<Io> {
+        self.session = shard;
+        self
+    }
+}
+
+impl<Io: Transport> Accepted for Connection<Io> {
+    type Io = Io;
+
+    fn session(&self) -> ShardId {
+        self.session
+    }
+
+    fn prepare(&self) {}
+
+    fn peer(&self) -> Option<Peer> {
+        self.peer.or_else(|| self.io.peer_addr()).map(Peer::Tcp)
+    }
+
+    fn into_io(self) -> Io {
+        self.io
     }
 
     fn tls(self, _: &TlsAcceptor, _: HandshakeOptions) -> Result<Handshake, Self> {

@@ -1,7 +1,8 @@
 //! The server: [`serve`] a tower service (an `axum::Router`, tonic's
 //! `Routes`, any `tower::Service<Request<Incoming>>`, or a hyper service
 //! through [`hyper_service`]) on a spargio [`TcpListener`] or
-//! `UnixListener` ([`Listener`]).
+//! `UnixListener`, or on a stream of connections of the user's own
+//! ([`Connections`]); [`Listener`] is what the three have in common.
 //!
 //! # How it runs
 //!
@@ -98,7 +99,7 @@ use spargio_tls::{HandshakeOptions, TlsAcceptor};
 
 #[cfg(feature = "http3")]
 pub use self::h3::{serve_h3, H3Body, H3Service, H3WithGracefulShutdown, ServeH3};
-pub use listener::{Accepted, Listener, Peer, UnixPeerCred};
+pub use listener::{Accepted, Connection, Connections, Listener, Peer, UnixPeerCred};
 #[cfg(feature = "axum")]
 pub use make::{
     AsMakeService, AsMakeServiceWithConnectInfo, IncomingStream, Made, MadePerConnection,
@@ -475,6 +476,8 @@ fn with_default_alpn(acceptor: &TlsAcceptor, protocols: Protocols) -> TlsAccepto
 
 enum Event<T> {
     Accepted(io::Result<T>),
+    /// The shutdown signal, or the end of a listener's connections (a
+    /// listener of the user's own, `Connections`; spargio's never end).
     Shutdown,
 }
 
@@ -533,7 +536,7 @@ where
             incoming
                 .as_mut()
                 .poll_next(cx)
-                .map(|next| Event::Accepted(next.expect("a multishot accept never ends")))
+                .map(|next| next.map_or(Event::Shutdown, Event::Accepted))
         })
         .await;
         match event {
@@ -545,7 +548,7 @@ where
                 };
                 let state = shared.idle_timeout.then(Arc::default);
                 let guard = hub.enter(state.clone());
-                let placement = TaskPlacement::Pinned(stream.session());
+                let placement = TaskPlacement::Pinned(stream.session() % handle.shard_count());
                 let task = conn::serve_connection(shared.clone(), stream, service, state, guard);
                 // Fails only when the runtime is shutting down; the task
                 // (and with it the stream and the guard) is dropped.
