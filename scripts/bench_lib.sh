@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # What the benchmark scripts share (http_bench.sh, h3_bench.sh,
-# db_bench.sh, scale_bench.sh). Sourced, never run:
+# db_bench.sh, db_placement.sh, scale_bench.sh). Sourced, never run:
 #
 #   . "$(dirname "$0")/bench_lib.sh"
 #
@@ -51,6 +51,14 @@
 #                      $check_scheme://127.0.0.1:<port_of RT>$check_path`
 #                      does not answer $check_body; with check_stderr=1, a
 #                      server that wrote to stderr is a failure too.
+#
+# PostgreSQL (db_bench.sh, db_placement.sh; target set by the script)
+#   start_db           unless DATABASE_URL is set: starts a private
+#                      PostgreSQL (spargio-peer-db, already built; its
+#                      stdin is our fd 3, so it stops when we exit however
+#                      we exit) and sets DATABASE_URL, db_pid and PG_PID
+#                      (the postmaster). Exits 1 when it does not start.
+#   stop_db            stops it, if started; clears db_pid.
 #
 # Measures
 #   cpu_ticks PID      utime + stime of PID in clock ticks (clk_tck a
@@ -103,6 +111,33 @@ check_wrk_tail=0
 fmt_us_seconds=0
 
 failures=()
+db_pid=""
+
+start_db() {
+    [ -z "${DATABASE_URL:-}" ] || return 0
+    exec 3> >(exec "$target/release/spargio-peer-db" >"$tmp/db.out" 2>"$tmp/db.err")
+    db_pid=$!
+    for _ in $(seq 1 600); do
+        grep -q "^DATABASE_URL=" "$tmp/db.out" && break
+        kill -0 "$db_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    DATABASE_URL="$(sed -n 's/^DATABASE_URL=//p' "$tmp/db.out")"
+    [ -n "$DATABASE_URL" ] || { echo "spargio-peer-db did not start: $(cat "$tmp/db.err")" >&2; exit 1; }
+    PG_PID="$(sed -n 's/.*PostgreSQL (pid \([0-9]*\)).*/\1/p' "$tmp/db.err")"
+}
+
+stop_db() {
+    if [ -n "$db_pid" ]; then
+        # Closing its stdin stops spargio-peer-db (and its server); the
+        # signal too, should anything else hold the pipe.
+        exec 3>&-
+        kill "$db_pid" 2>/dev/null || true
+        wait "$db_pid" 2>/dev/null || true
+        db_pid=""
+    fi
+}
+
 fail() {
     echo "FAIL: $*" >&2
     failures+=("$*")

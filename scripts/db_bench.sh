@@ -98,17 +98,6 @@ if [ -z "${DATABASE_URL:-}" ]; then
 fi
 
 tmp="$(mktemp -d)"
-db_pid=""
-stop_db() {
-    if [ -n "$db_pid" ]; then
-        # Closing its stdin stops spargio-peer-db (and its server); the
-        # signal too, should anything else hold the pipe.
-        exec 3>&-
-        kill "$db_pid" 2>/dev/null || true
-        wait "$db_pid" 2>/dev/null || true
-        db_pid=""
-    fi
-}
 trap 'stop_server; stop_db; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 
@@ -116,17 +105,7 @@ trap 'exit 130' INT TERM
 
 pg_note=""
 if [ -z "${DATABASE_URL:-}" ]; then
-    # Its stdin is our fd 3: it stops when we exit, however we exit.
-    exec 3> >(exec "$target/release/spargio-peer-db" >"$tmp/db.out" 2>"$tmp/db.err")
-    db_pid=$!
-    for _ in $(seq 1 600); do
-        grep -q "^DATABASE_URL=" "$tmp/db.out" && break
-        kill -0 "$db_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    DATABASE_URL="$(sed -n 's/^DATABASE_URL=//p' "$tmp/db.out")"
-    [ -n "$DATABASE_URL" ] || { echo "spargio-peer-db did not start: $(cat "$tmp/db.err")" >&2; exit 1; }
-    PG_PID="$(sed -n 's/.*PostgreSQL (pid \([0-9]*\)).*/\1/p' "$tmp/db.err")"
+    start_db
     pg_note="private PostgreSQL $("$(readlink -f "/proc/$PG_PID/exe")" --version 2>/dev/null | awk '{ print $3 }') from spargio-peer-db (fsync off)"
 else
     if [ -z "${PG_PID:-}" ] && command -v ss >/dev/null; then

@@ -44,15 +44,10 @@ done
 
 cargo build --release -p spargio-bench --features db --bin db_server
 tmp="$(mktemp -d)"
-db_pid=""
 srv=""
 cleanup() {
     [ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
-    if [ -n "$db_pid" ]; then
-        exec 3>&-
-        kill "$db_pid" 2>/dev/null || true
-        wait "$db_pid" 2>/dev/null || true
-    fi
+    stop_db
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -60,15 +55,7 @@ trap 'exit 130' INT TERM
 
 if [ -z "${DATABASE_URL:-}" ]; then
     cargo build --release -p spargio-test-peers --bin spargio-peer-db
-    exec 3> >(exec "$target/release/spargio-peer-db" >"$tmp/db.out" 2>"$tmp/db.err")
-    db_pid=$!
-    for _ in $(seq 1 600); do
-        grep -q "^DATABASE_URL=" "$tmp/db.out" && break
-        kill -0 "$db_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    DATABASE_URL="$(sed -n 's/^DATABASE_URL=//p' "$tmp/db.out")"
-    [ -n "$DATABASE_URL" ] || { echo "spargio-peer-db did not start: $(cat "$tmp/db.err")" >&2; exit 1; }
+    start_db
 fi
 export DATABASE_URL
 pg_port="$(sed -n 's|.*@[^:/]*:\([0-9]*\)/.*|\1|p' <<<"$DATABASE_URL")"

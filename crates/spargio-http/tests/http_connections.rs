@@ -42,6 +42,20 @@ fn app() -> Router {
         )
 }
 
+/// `app()` served on `incoming` with connect info, in a task of its own.
+fn serve_with_connect_info<S, T>(
+    h: &spargio::RuntimeHandle,
+    incoming: S,
+) -> spargio::JoinHandle<io::Result<()>>
+where
+    S: futures_util::Stream<Item = io::Result<T>> + Send + 'static,
+    T: spargio_http::server::Accepted,
+{
+    let serve = spargio_http::serve(Connections::new(h, incoming), app()).with_connect_info();
+    h.spawn_stealable(std::future::IntoFuture::into_future(serve))
+        .unwrap()
+}
+
 #[test]
 fn a_filtered_accept_stream_serves_curl_and_refuses_the_rest() {
     require_peer!(Peer::Curl);
@@ -65,11 +79,7 @@ fn a_filtered_accept_stream_serves_curl_and_refuses_the_rest() {
                 }
                 std::future::ready(keep)
             });
-        let server = h
-            .spawn_stealable(std::future::IntoFuture::into_future(
-                spargio_http::serve(Connections::new(&h, incoming), app()).with_connect_info(),
-            ))
-            .unwrap();
+        let server = serve_with_connect_info(&h, incoming);
         let checks = h
             .spawn_blocking(move || {
                 let ports = format!("{}-{}", ALLOWED.0, ALLOWED.1);
@@ -155,11 +165,7 @@ fn a_transport_of_your_own_in_a_connection() {
                     written: w.clone(),
                 })
             });
-        let server = h
-            .spawn_stealable(std::future::IntoFuture::into_future(
-                spargio_http::serve(Connections::new(&h, incoming), app()).with_connect_info(),
-            ))
-            .unwrap();
+        let server = serve_with_connect_info(&h, incoming);
         let checks = h
             .spawn_blocking(move || {
                 assert_eq!(curl_ok(&[&format!("http://{addr}/")]), "served\n");
