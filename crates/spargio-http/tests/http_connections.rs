@@ -42,6 +42,15 @@ fn app() -> Router {
         )
 }
 
+/// A fresh loopback listener's accept stream (sessions in rotation) and
+/// its address. The stream keeps the listening socket open: dropping it
+/// is what closes the socket.
+async fn accepting(h: &spargio::RuntimeHandle) -> (spargio::net::Incoming, SocketAddr) {
+    let listener = TcpListener::bind(h, "127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    (listener.incoming_round_robin().unwrap(), addr)
+}
+
 /// `app()` served on `incoming` with connect info, in a task of its own.
 fn serve_with_connect_info<S, T>(
     h: &spargio::RuntimeHandle,
@@ -62,23 +71,19 @@ fn a_filtered_accept_stream_serves_curl_and_refuses_the_rest() {
     let refused = Arc::new(AtomicUsize::new(0));
     let seen = refused.clone();
     run(move |h| async move {
-        let listener = TcpListener::bind(&h, "127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let incoming = listener
-            .incoming_round_robin()
-            .unwrap()
-            .filter(move |conn| {
-                let keep = match conn {
-                    Ok(stream) => stream
-                        .peer_addr()
-                        .is_ok_and(|a| !(REFUSED.0..=REFUSED.1).contains(&a.port())),
-                    Err(_) => true,
-                };
-                if !keep {
-                    seen.fetch_add(1, Ordering::Relaxed);
-                }
-                std::future::ready(keep)
-            });
+        let (accepted, addr) = accepting(&h).await;
+        let incoming = accepted.filter(move |conn| {
+            let keep = match conn {
+                Ok(stream) => stream
+                    .peer_addr()
+                    .is_ok_and(|a| !(REFUSED.0..=REFUSED.1).contains(&a.port())),
+                Err(_) => true,
+            };
+            if !keep {
+                seen.fetch_add(1, Ordering::Relaxed);
+            }
+            std::future::ready(keep)
+        });
         let server = serve_with_connect_info(&h, incoming);
         let checks = h
             .spawn_blocking(move || {
@@ -153,18 +158,14 @@ fn a_transport_of_your_own_in_a_connection() {
     let written = Arc::new(AtomicUsize::new(0));
     let (r, w) = (read.clone(), written.clone());
     run(move |h| async move {
-        let listener = TcpListener::bind(&h, "127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let incoming = listener
-            .incoming_round_robin()
-            .unwrap()
-            .map_ok(move |stream| {
-                Connection::new(Counting {
-                    inner: Compat::new(stream),
-                    read: r.clone(),
-                    written: w.clone(),
-                })
-            });
+        let (accepted, addr) = accepting(&h).await;
+        let incoming = accepted.map_ok(move |stream| {
+            Connection::new(Counting {
+                inner: Compat::new(stream),
+                read: r.clone(),
+                written: w.clone(),
+            })
+        });
         let server = serve_with_connect_info(&h, incoming);
         let checks = h
             .spawn_blocking(move || {
@@ -195,19 +196,15 @@ fn a_transport_of_your_own_in_a_connection() {
 fn serving_ends_when_the_stream_ends() {
     require_peer!(Peer::Curl);
     run(|h| async move {
-        let listener = TcpListener::bind(&h, "127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (done, finished) = futures_channel_oneshot();
+        let (accepted, addr) = accepting(&h).await;
+        let (done, finished) = tokio::sync::oneshot::channel::<()>();
         // One connection, then the end once the test says so.
-        let incoming = listener.incoming_round_robin().unwrap().take(1).chain(
+        let incoming = accepted.take(1).chain(
             futures_util::stream::once(async move {
                 let _ = finished.await;
             })
             .filter_map(|()| std::future::ready(None::<io::Result<TcpStream>>)),
         );
-        // The accept stream keeps the listening socket open; the stream
-        // is all that is left of it.
-        drop(listener);
         let server = h
             .spawn_stealable(std::future::IntoFuture::into_future(spargio_http::serve(
                 Connections::new(&h, incoming),
@@ -234,13 +231,4 @@ fn serving_ends_when_the_stream_ends() {
             Err(io::ErrorKind::ConnectionRefused)
         );
     });
-}
-
-/// A one-shot channel from tokio's sync (a dev-dependency), named for what
-/// it is here.
-fn futures_channel_oneshot() -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::sync::oneshot::Receiver<()>,
-) {
-    tokio::sync::oneshot::channel()
 }
