@@ -1,6 +1,7 @@
 //! The pool's own errors: what can go wrong while getting a connection.
 //! Queries on a connection fail with `tokio_postgres::Error`, as they do
-//! on tokio.
+//! on tokio. A pool error's `Display` carries its whole cause (see the
+//! `std::error::Error` impl).
 
 use std::fmt;
 use std::io;
@@ -29,32 +30,53 @@ pub enum Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self {
+            Error::Config(_) => "postgres pool configuration",
+            Error::Connect(_) => "postgres connect",
+            Error::Postgres(_) => "postgres session",
+            Error::WaitTimeout(_) => "postgres pool",
+            Error::Runtime(_) => "postgres pool: the runtime refused a task",
+        };
+        write!(f, "{what}: {}", self.cause())
+    }
+}
+
+/// The whole message is in `Display` (a log line's `{}` says what
+/// happened, down to the I/O error under tokio-postgres's "error
+/// communicating with the server"), so no source is given: a chain
+/// printer would say it all twice. The error the pool got is in the
+/// variant.
+impl std::error::Error for Error {}
+
+impl Error {
+    /// What went wrong, without the pool's prefix: the inner error and
+    /// each of its sources.
+    pub(crate) fn cause(&self) -> String {
         match self {
-            Error::Config(msg) => write!(f, "postgres pool configuration: {msg}"),
-            Error::Connect(e) => write!(f, "postgres connect: {e}"),
+            Error::Config(msg) | Error::Runtime(msg) => msg.clone(),
+            Error::Connect(e) => chain(e),
             // tokio-postgres says only "db error" for the server's answer.
             Error::Postgres(e) => match e.as_db_error() {
-                Some(db) => write!(f, "postgres session: {db}"),
-                None => write!(f, "postgres session: {e}"),
+                Some(db) => db.to_string(),
+                None => chain(e),
             },
-            Error::WaitTimeout(after) => write!(
-                f,
-                "postgres pool: no exclusive connection was returned within {after:?} \
+            Error::WaitTimeout(after) => format!(
+                "no exclusive connection was returned within {after:?} \
                  (raise `exclusive_per_shard`, or hold connections for less time)"
             ),
-            Error::Runtime(msg) => write!(f, "postgres pool: the runtime refused a task: {msg}"),
         }
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Connect(e) => Some(e),
-            Error::Postgres(e) => Some(e),
-            _ => None,
-        }
+/// `e`'s message and its sources' (`a: b: c`).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut said = e.to_string();
+    let mut next = e.source();
+    while let Some(source) = next {
+        said = format!("{said}: {source}");
+        next = source.source();
     }
+    said
 }
 
 impl From<tokio_postgres::Error> for Error {

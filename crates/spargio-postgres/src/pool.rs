@@ -257,7 +257,7 @@ impl Inner {
                 Ok(conn)
             }
             Err(e) => {
-                lock(&place.state).failed = Some((Instant::now(), e.to_string()));
+                lock(&place.state).failed = Some((Instant::now(), e.cause()));
                 Err(e)
             }
         }
