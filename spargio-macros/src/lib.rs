@@ -7,6 +7,11 @@
 //! may take a `spargio::RuntimeHandle` parameter. Arguments:
 //! `shards = N` (a positive integer literal) and `backend = "auto"`,
 //! `"io_uring"` or `"epoll"` (without it: `SPARGIO_BACKEND`, else auto).
+//! tokio's own arguments mean what they mean there, so a ported
+//! `#[tokio::main(...)]` or `#[tokio::test(...)]` keeps them:
+//! `worker_threads = N` is `shards = N`, `flavor = "current_thread"` one
+//! shard, `flavor = "multi_thread"` the default, `start_paused = false`
+//! nothing (`true` is an error: spargio's clock cannot be paused).
 //! Anything else is a compile error pointing at the offending tokens.
 
 #![warn(missing_docs, unreachable_pub)]
@@ -27,7 +32,10 @@ use syn::{Expr, ExprLit, FnArg, ItemFn, Lit, Meta, Token};
 /// Arguments: `shards = N`, `backend = "auto" | "io_uring" | "epoll"`, and
 /// with spargio's feature `tokio-compat`, `tokio_compat = true | false`
 /// (`RuntimeBuilder::tokio_compat`; by default it follows the builder's
-/// default, on with that feature).
+/// default, on with that feature). tokio's `worker_threads = N` (the same
+/// as `shards = N`), `flavor = "multi_thread" | "current_thread"` (the
+/// default; one shard) and `start_paused = false` are accepted as they
+/// are, so a `#[tokio::main(...)]` moves by its path alone.
 ///
 /// ```ignore
 /// #[spargio::main(shards = 2)]
@@ -74,17 +82,27 @@ struct Args {
     tokio_compat: Option<Tokens>,
 }
 
+/// tokio's `flavor` argument.
+enum Flavor {
+    MultiThread,
+    CurrentThread(Span),
+}
+
 fn parse_args(args: Tokens) -> syn::Result<Args> {
     let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args)?;
-    let mut shards = None;
+    // The count, its tokens (for spans), and the argument that gave it
+    // (`shards`, or tokio's `worker_threads`).
+    let mut shards: Option<(usize, Tokens, String)> = None;
+    let mut flavor = None;
     let mut backend = None;
     let mut tokio_compat = None;
     for meta in metas {
         let Meta::NameValue(nv) = &meta else {
             return Err(syn::Error::new(
                 meta.span(),
-                "expected `shards = N`, `backend = \"auto\" | \"io_uring\" | \"epoll\"` or \
-                 `tokio_compat = true | false`",
+                "expected `shards = N`, `backend = \"auto\" | \"io_uring\" | \"epoll\"`, \
+                 `tokio_compat = true | false`, or tokio's `worker_threads = N`, \
+                 `flavor = \"multi_thread\" | \"current_thread\"`",
             ));
         };
         let name = nv
@@ -93,24 +111,84 @@ fn parse_args(args: Tokens) -> syn::Result<Args> {
             .map(|i| i.to_string())
             .unwrap_or_default();
         match (name.as_str(), &nv.value) {
+            // tokio's `worker_threads` is spargio's `shards`.
             (
-                "shards",
+                "shards" | "worker_threads",
                 Expr::Lit(ExprLit {
                     lit: Lit::Int(n), ..
                 }),
             ) => {
-                if shards.is_some() {
-                    return Err(syn::Error::new(nv.span(), "`shards` given twice"));
+                if let Some((_, _, first)) = &shards {
+                    return Err(syn::Error::new(
+                        nv.span(),
+                        if *first == name {
+                            format!("`{name}` given twice")
+                        } else {
+                            format!("`{first}` and `{name}` both give the shard count: keep one")
+                        },
+                    ));
                 }
-                if n.base10_parse::<usize>()? == 0 {
-                    return Err(syn::Error::new(n.span(), "`shards` must be at least 1"));
+                let count = n.base10_parse::<usize>()?;
+                if count == 0 {
+                    return Err(syn::Error::new(
+                        n.span(),
+                        format!("`{name}` must be at least 1"),
+                    ));
                 }
-                shards = Some(quote_spanned!(n.span()=> #n));
+                shards = Some((count, quote_spanned!(n.span()=> #n), name));
             }
-            ("shards", other) => {
+            ("shards" | "worker_threads", other) => {
                 return Err(syn::Error::new(
                     other.span(),
-                    "`shards` takes a positive integer literal",
+                    format!("`{name}` takes a positive integer literal"),
+                ));
+            }
+            (
+                "flavor",
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(s), ..
+                }),
+            ) => {
+                if flavor.is_some() {
+                    return Err(syn::Error::new(nv.span(), "`flavor` given twice"));
+                }
+                flavor = Some(match s.value().as_str() {
+                    "multi_thread" => Flavor::MultiThread,
+                    "current_thread" => Flavor::CurrentThread(s.span()),
+                    _ => {
+                        return Err(syn::Error::new(
+                            s.span(),
+                            "expected \"multi_thread\" (spargio's runtime: a shard per CPU \
+                             unless `worker_threads`/`shards` says otherwise) or \
+                             \"current_thread\" (one shard)",
+                        ))
+                    }
+                });
+            }
+            ("flavor", other) => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "`flavor` takes \"multi_thread\" or \"current_thread\"",
+                ));
+            }
+            (
+                "start_paused",
+                Expr::Lit(ExprLit {
+                    lit: Lit::Bool(b), ..
+                }),
+            ) => {
+                if b.value {
+                    return Err(syn::Error::new(
+                        nv.span(),
+                        "spargio's clock cannot be paused: `start_paused = true` (tokio's \
+                         `test-util` clock) has no counterpart; time in a spargio test is real",
+                    ));
+                }
+            }
+            ("start_paused", other) => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "`start_paused` takes `false`",
                 ));
             }
             (
@@ -163,12 +241,29 @@ fn parse_args(args: Tokens) -> syn::Result<Args> {
                 return Err(syn::Error::new(
                     nv.path.span(),
                     format!(
-                        "unknown argument `{name}`: expected `shards`, `backend` or `tokio_compat`"
+                        "unknown argument `{name}`: expected `shards`, `backend`, `tokio_compat`, \
+                         or tokio's `worker_threads`, `flavor`, `start_paused = false`"
                     ),
                 ));
             }
         }
     }
+    // tokio's current-thread flavor is one shard; with a count of more it
+    // is a contradiction, as tokio says too.
+    let shards = match (flavor, shards) {
+        (Some(Flavor::CurrentThread(span)), Some((n, _, name))) if n != 1 => {
+            return Err(syn::Error::new(
+                span,
+                format!(
+                    "`flavor = \"current_thread\"` is one shard, and `{name} = {n}` asks for \
+                     {n}: drop one of them (or use `flavor = \"multi_thread\"`)"
+                ),
+            ));
+        }
+        (_, Some((_, tokens, _))) => Some(tokens),
+        (Some(Flavor::CurrentThread(span)), None) => Some(quote_spanned!(span=> 1)),
+        (Some(Flavor::MultiThread) | None, None) => None,
+    };
     Ok(Args {
         shards,
         backend,

@@ -45,3 +45,32 @@ async fn auto_resolves_to_a_real_backend(handle: spargio::RuntimeHandle) {
     let kind = handle.backend();
     assert!(kind == spargio::BackendKind::IoUring || kind == spargio::BackendKind::Epoll);
 }
+
+// tokio's own argument names, so a ported `#[tokio::test(...)]` keeps its
+// arguments: `worker_threads` is `shards`, the current-thread flavor is
+// one shard, the multi-thread flavor is spargio's default.
+
+#[spargio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn tokio_worker_threads_are_shards(handle: spargio::RuntimeHandle) {
+    assert_eq!(handle.shard_count(), 3);
+}
+
+#[spargio::test(flavor = "current_thread")]
+async fn tokio_current_thread_is_one_shard(handle: spargio::RuntimeHandle) {
+    assert_eq!(handle.shard_count(), 1);
+}
+
+#[spargio::test(flavor = "multi_thread")]
+async fn tokio_multi_thread_is_the_default(handle: spargio::RuntimeHandle) {
+    let default = spargio::RuntimeBuilder::new()
+        .build()
+        .expect("a default runtime")
+        .handle()
+        .shard_count();
+    assert_eq!(handle.shard_count(), default);
+}
+
+#[spargio::test(start_paused = false)]
+async fn tokio_start_paused_false_changes_nothing() {
+    spargio::time::sleep(Duration::from_millis(1)).await;
+}

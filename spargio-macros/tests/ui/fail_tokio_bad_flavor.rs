@@ -1,0 +1,2 @@
+#[spargio::main(flavor = "local")]
+async fn main() {}

@@ -1,0 +1,4 @@
+#[spargio::test(start_paused = true)]
+async fn paused() {}
+
+fn main() {}
