@@ -3,7 +3,9 @@
 //!
 //! The function body runs on shard 0 (built through
 //! `spargio::run_local_on`), so it may hold `!Send` state across awaits; its
-//! return value travels back to the calling thread and must be `Send`. It
+//! return value travels back to the calling thread and must be `Send`,
+//! except tokio's usual `Result<T, Box<dyn Error>>`, whose error travels
+//! back as its text (the same `Debug` and `Display`). It
 //! may take a `spargio::RuntimeHandle` parameter. Arguments:
 //! `shards = N` (a positive integer literal) and `backend = "auto"`,
 //! `"io_uring"` or `"epoll"` (without it: `SPARGIO_BACKEND`, else auto).
@@ -22,7 +24,7 @@ use quote::{quote, quote_spanned};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Expr, ExprLit, FnArg, ItemFn, Lit, Meta, Token};
+use syn::{Expr, ExprLit, FnArg, ItemFn, Lit, Meta, ReturnType, Token, Type};
 
 /// Turns `async fn main()` (optionally `async fn main(handle:
 /// RuntimeHandle) -> R`) into a synchronous `main` that builds a runtime,
@@ -310,16 +312,45 @@ fn expand(args: Tokens, item: Tokens, is_test: bool) -> syn::Result<Tokens> {
     let tokio_compat = args.tokio_compat;
     let test_attr = is_test.then(|| quote!(#[::core::prelude::v1::test]));
     let span = Span::call_site();
-    Ok(quote_spanned! {span=>
-        #test_attr
-        #(#attrs)*
-        #vis fn #name() #output {
-            let __builder = ::spargio::RuntimeBuilder::new() #shards #backend #tokio_compat;
+    // The result crosses from shard 0 to the calling thread: as it is
+    // when it is `Send`, a `Box<dyn Error>` as its text
+    // (`spargio::runtime::macro_output`). The declared type is written
+    // out for that choice; an `impl Trait` cannot be, and crosses as it is.
+    let ret = match output {
+        ReturnType::Default => Some(quote!(())),
+        ReturnType::Type(_, ty) if matches!(**ty, Type::ImplTrait(_)) => None,
+        ReturnType::Type(_, ty) => Some(quote!(#ty)),
+    };
+    let run = match ret {
+        Some(ret) => quote_spanned! {span=>
+            ::spargio::__private::Unpack::unpack(
+                ::spargio::__private::block_on(::spargio::run_local_on(__builder, 0, |__ctx: ::spargio::ShardCtx| {
+                    let __entry = |#param| async move #body;
+                    let __body = __entry(__ctx.handle());
+                    async move {
+                        #[allow(unused_imports)]
+                        use ::spargio::__private::{PackBoxedError as _, PackSend as _};
+                        let __out: #ret = __body.await;
+                        (&::spargio::__private::Wrap::new(__out)).__spargio_pack()
+                    }
+                }))
+                .expect("spargio runtime failed to start"),
+            )
+        },
+        None => quote_spanned! {span=>
             ::spargio::__private::block_on(::spargio::run_local_on(__builder, 0, |__ctx: ::spargio::ShardCtx| {
                 let __entry = |#param| async move #body;
                 __entry(__ctx.handle())
             }))
             .expect("spargio runtime failed to start")
+        },
+    };
+    Ok(quote_spanned! {span=>
+        #test_attr
+        #(#attrs)*
+        #vis fn #name() #output {
+            let __builder = ::spargio::RuntimeBuilder::new() #shards #backend #tokio_compat;
+            #run
         }
     })
 }

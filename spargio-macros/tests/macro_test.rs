@@ -74,3 +74,29 @@ async fn tokio_multi_thread_is_the_default(handle: spargio::RuntimeHandle) {
 async fn tokio_start_paused_false_changes_nothing() {
     spargio::time::sleep(Duration::from_millis(1)).await;
 }
+
+// The commonest tokio signature, `-> Result<(), Box<dyn Error>>`: the box
+// is not `Send`, and the body runs on shard 0, so the error comes back to
+// the caller's thread as its text (the same `Debug` and `Display`).
+
+#[spargio::test]
+async fn a_test_may_return_a_boxed_error() -> Result<(), Box<dyn std::error::Error>> {
+    let n: u32 = "42".parse()?;
+    assert_eq!(n, 42);
+    Ok(())
+}
+
+type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+#[spargio::main]
+async fn fails_to_parse() -> BoxResult<u32> {
+    Ok("4x2".parse::<u32>()?)
+}
+
+#[test]
+fn a_boxed_error_comes_back_as_it_was() {
+    let err = fails_to_parse().expect_err("the parse fails");
+    let original = "4x2".parse::<u32>().unwrap_err();
+    assert_eq!(format!("{err:?}"), format!("{original:?}"));
+    assert_eq!(err.to_string(), original.to_string());
+}

@@ -101,6 +101,7 @@ pub mod __private {
     pub use crate::driver::audit;
     pub use crate::driver::faults;
     pub use crate::runtime::block_on;
+    pub use crate::runtime::macro_output::{PackBoxedError, PackSend, Unpack, Wrap};
 }
 pub use messaging::{
     Event, NextEvent, NextHotCount, NextHotEvent, RemoteShard, RingMsg, SendTicket, ShardCtx,

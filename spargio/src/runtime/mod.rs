@@ -16,6 +16,7 @@ mod block_on;
 mod builder;
 mod entry;
 mod handle;
+pub(crate) mod macro_output;
 #[allow(clippy::module_inception)]
 mod runtime;
 
