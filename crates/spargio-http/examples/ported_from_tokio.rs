@@ -68,7 +68,7 @@ static SELF_TEST: OnceLock<tokio::sync::Notify> = OnceLock::new();
 ///
 /// ```ignore
 /// #[tokio::main]
-/// async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
 ///     let listener = tokio::net::TcpListener::bind(addr()).await?;
 ///     axum::serve(listener, app().into_make_service_with_connect_info::<SocketAddr>())
 ///         .with_graceful_shutdown(shutdown())
@@ -77,7 +77,7 @@ static SELF_TEST: OnceLock<tokio::sync::Notify> = OnceLock::new();
 /// }
 /// ```
 #[spargio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = spargio::net::TcpListener::bind_here(addr()).await?;
     self_test_against(listener.local_addr()?);
     spargio_http::serve(
