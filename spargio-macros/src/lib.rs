@@ -315,10 +315,11 @@ fn expand(args: Tokens, item: Tokens, is_test: bool) -> syn::Result<Tokens> {
     // The result crosses from shard 0 to the calling thread: as it is
     // when it is `Send`, a `Box<dyn Error>` as its text
     // (`spargio::runtime::macro_output`). The declared type is written
-    // out for that choice; an `impl Trait` cannot be, and crosses as it is.
+    // out for that choice; an `impl Trait` (or `!`) cannot be, and crosses
+    // as it is.
     let ret = match output {
         ReturnType::Default => Some(quote!(())),
-        ReturnType::Type(_, ty) if matches!(**ty, Type::ImplTrait(_)) => None,
+        ReturnType::Type(_, ty) if matches!(**ty, Type::ImplTrait(_) | Type::Never(_)) => None,
         ReturnType::Type(_, ty) => Some(quote!(#ty)),
     };
     let run = match ret {
