@@ -14,31 +14,17 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{on_each_backend_then_no_threads_left, tag, BOUND};
+use common::{
+    assert_fds_back_to, on_each_backend_then_no_threads_left, open_fds, restart_postgres, tag,
+    until_above,
+};
 use spargio_test_peers::{postgres, require_peer, Peer};
 use sqlx::postgres::PgPoolOptions;
 
 const TASKS: usize = 16;
 const DOWN: Duration = Duration::from_secs(2);
-
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
-}
-
-/// Waits (sleeping on the shard's timer) until `count` passes `target`;
-/// false if `BOUND / 3` passed first.
-async fn until_above(count: &AtomicUsize, target: usize) -> bool {
-    let start = Instant::now();
-    while count.load(Ordering::SeqCst) <= target {
-        if start.elapsed() > BOUND / 3 {
-            return false;
-        }
-        spargio::time::sleep(Duration::from_millis(10)).await;
-    }
-    true
-}
 
 #[test]
 fn a_database_restart_under_load_fails_queries_with_errors_and_the_pool_recovers() {
@@ -112,11 +98,7 @@ fn a_database_restart_under_load_fails_queries_with_errors_and_the_pool_recovers
             };
             spargio::time::sleep(Duration::from_millis(300)).await;
             let before = oks.load(Ordering::SeqCst);
-            h.spawn_blocking(|| postgres().restart(DOWN))
-                .unwrap()
-                .await
-                .unwrap()
-                .expect("restart PostgreSQL");
+            restart_postgres(&h, DOWN).await;
             assert!(
                 until_above(&oks, before + 200).await,
                 "{}: the pool did not recover after the restart",
@@ -150,13 +132,5 @@ fn a_database_restart_under_load_fails_queries_with_errors_and_the_pool_recovers
         }
     });
     // The pool's sockets and the runtimes' fds are gone.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while open_fds() > fds_before && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(
-        open_fds() <= fds_before,
-        "fds: {} open after, {fds_before} before",
-        open_fds()
-    );
+    assert_fds_back_to(fds_before);
 }

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
@@ -154,4 +155,46 @@ pub fn shard() -> usize {
     spargio::ShardCtx::current()
         .expect("called inside a spargio task")
         .shard_id()
+}
+
+/// File descriptors this process has open.
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// Fails unless the count of open fds is back to `before` within 5 s
+/// (sockets closed by a dropped runtime's shards, moments after the drop).
+pub fn assert_fds_back_to(before: usize) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while open_fds() > before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        open_fds() <= before,
+        "fds: {} open after, {before} before",
+        open_fds()
+    );
+}
+
+/// Waits (sleeping on the shard's timer) until `count` passes `target`;
+/// false if `BOUND / 3` passed first.
+pub async fn until_above(count: &AtomicUsize, target: usize) -> bool {
+    let start = Instant::now();
+    while count.load(Ordering::SeqCst) <= target {
+        if start.elapsed() > BOUND / 3 {
+            return false;
+        }
+        spargio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
+/// Kills the test PostgreSQL, keeps it down for `down` and starts it
+/// again (`spargio_test_peers`' `restart`), on the blocking pool.
+pub async fn restart_postgres(h: &RuntimeHandle, down: Duration) {
+    h.spawn_blocking(move || spargio_test_peers::postgres().restart(down))
+        .expect("spawn the restart")
+        .await
+        .expect("the restart ran")
+        .expect("restart PostgreSQL");
 }
