@@ -2,11 +2,13 @@
 # The tortures for SECONDS each on each backend: spargio's byte streams
 # (spargio/tests/torture.rs), TLS (crates/spargio-tls/tests/tls_torture.rs,
 # with tokio's traits too), WebSocket (crates/spargio-ws/tests/ws_torture.rs),
-# HTTP bodies (crates/spargio-http/tests/http_torture.rs) and QUIC streams
-# (crates/spargio-quic/tests/quic_torture.rs), on io_uring, io_uring with injected faults (SPARGIO_URING_FAULTS,
+# HTTP bodies (crates/spargio-http/tests/http_torture.rs), QUIC streams
+# (crates/spargio-quic/tests/quic_torture.rs) and the PostgreSQL wire
+# protocol through the pool (crates/spargio-postgres/tests/pg_torture.rs,
+# with a private PostgreSQL), on io_uring, io_uring with injected faults (SPARGIO_URING_FAULTS,
 # spargio/src/driver/uring/faults.rs), epoll, then epoll with injected
-# faults (SPARGIO_EPOLL_FAULTS, spargio/src/driver/epoll/faults.rs): twenty
-# runs of SECONDS. Random seeds from a base printed per run; a failure
+# faults (SPARGIO_EPOLL_FAULTS, spargio/src/driver/epoll/faults.rs): twenty-
+# four runs of SECONDS. Random seeds from a base printed per run; a failure
 # prints its seed, op trace and the exact replay command, and this script
 # exits 1.
 #
@@ -25,6 +27,7 @@ tortures=(
     "-p spargio-ws --test ws_torture"
     "-p spargio-http --test http_torture"
     "-p spargio-quic --test quic_torture"
+    "-p spargio-postgres --test pg_torture"
 )
 for t in "${tortures[@]}"; do
     # shellcheck disable=SC2086 # one word per argument
