@@ -23,8 +23,10 @@
 //! run is bounded) or an fd left open after the pool is dropped fails the
 //! run, which prints its seed. `TORTURE_SEED=n` replays one run,
 //! `TORTURE_BASE=n` a sequence, `TORTURE_SECONDS=n` runs seeds for n
-//! seconds per backend (default: 4 runs or 3 s; at most 50, inside the
-//! harness's 60 s bound), `SPARGIO_BACKEND` picks one backend.
+//! seconds per backend (default: 4 runs or 3 s; at most 40, so that a
+//! last run's own 15 s bound ends inside the harness's 60 s),
+//! `SPARGIO_BACKEND` picks one backend. A run that does not end in 15 s
+//! fails as a hang, with its seed.
 
 #[path = "../../spargio-tokio-ecosystem/tests/common/mod.rs"]
 mod common;
@@ -42,6 +44,8 @@ use spargio_test_peers::{postgres, require_peer, Peer};
 const TASKS: usize = 8;
 const OPS: usize = 20;
 const MAX_TEXT: usize = 1 << 20;
+/// One run's bound.
+const RUN_BOUND: Duration = Duration::from_secs(15);
 
 /// splitmix64.
 struct Rng(u64);
@@ -284,12 +288,18 @@ fn pg_torture() {
             ),
         };
         eprintln!("pg_torture {who}: base seed {base} (TORTURE_BASE={base} replays the sequence)");
-        let seconds = env_u64("TORTURE_SECONDS").map(|s| s.min(50));
+        let seconds = env_u64("TORTURE_SECONDS").map(|s| s.min(40));
         let start = Instant::now();
         let (mut runs, mut ops) = (0u64, 0u64);
         loop {
             let seed = if one { base } else { Rng(base ^ runs).next() };
-            match run(h.clone(), seed).await {
+            // A run takes well under a second: one that does not end is a
+            // hang, reported with its seed (the harness's own bound would
+            // not name it).
+            let ran = spargio::time::timeout(RUN_BOUND, run(h.clone(), seed))
+                .await
+                .unwrap_or_else(|_| Err(format!("hang: no end within {RUN_BOUND:?}")));
+            match ran {
                 Ok(n) => ops += n,
                 Err(e) => panic!(
                     "pg_torture {who}: seed {seed} failed: {e}\n  replay: TORTURE_SEED={seed} \
