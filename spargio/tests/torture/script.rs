@@ -4,6 +4,8 @@
 
 use std::fmt::Display;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::io::{AsyncReadExt as FRead, AsyncWriteExt as FWrite};
@@ -291,7 +293,7 @@ impl<S: Sock> Ctx<S> {
             self.pause();
         }
         for _ in 0..1 + self.rng.below(10) {
-            match self.rng.weighted(&[20, 12, 8, 12, 6, 8]) {
+            match self.rng.weighted(&[20, 12, 8, 12, 6, 8, 8]) {
                 k @ 0..=1 => {
                     let n = self.write_size();
                     let data = self.out.next_bytes(n);
@@ -355,7 +357,8 @@ impl<S: Sock> Ctx<S> {
                     // dropped `read_exact` loses what it had placed.
                     self.read_outcome(&what, got, if exact { n as u64 } else { 0 })?;
                 }
-                _ => self.pause(),
+                5 => self.pause(),
+                _ => self.compat_read_then_smaller(&mut c).await?,
             }
         }
         if self.rng.pct(50) || self.skip.compat_unflushed {
@@ -384,6 +387,36 @@ impl<S: Sock> Ctx<S> {
         // stream's next receive (`into_inner`; the module docs on Drop:
         // this script holds a clone of the stream).
         Ok(())
+    }
+
+    /// A `Compat` read polled once and dropped while its receive waits,
+    /// then a smaller read: the receive lands in the adaptor with more
+    /// than the second read asks, and the rest is handed out by later
+    /// reads (a dropped `read` loses nothing). So a read polled again with
+    /// a smaller buffer, as a codec's does, takes part of what the
+    /// adaptor holds.
+    async fn compat_read_then_smaller(&mut self, c: &mut Compat<S>) -> Res {
+        let big = 2 + self.rng.size(64 << 10);
+        let mut buf = vec![0u8; big];
+        let what = format!("  Compat read({big}) polled once at in {}", self.inb.r());
+        let first = {
+            let mut read = FRead::read(&mut *c, &mut buf);
+            std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut read).poll(cx))).await
+        };
+        match first {
+            Poll::Ready(done) => {
+                let got = Out::Done(done.map(|k| buf[..k].to_vec()));
+                self.read_outcome(&what, got, 0)?;
+            }
+            Poll::Pending => self.log(format!("{what} -> pending, dropped")),
+        }
+        self.ensure(big as u64);
+        let n = self.rng.size(big - 1);
+        let mut buf = vec![0u8; n];
+        let what = format!("  Compat read({n}) after it at in {}", self.inb.r());
+        let got = bounded(&what, FRead::read(&mut *c, &mut buf)).await?;
+        let got = map_out(Out::Done(got), |k| buf[..k].to_vec());
+        self.read_outcome(&what, got, 0)
     }
 
     async fn bufreader_phase(&mut self) -> Res {
